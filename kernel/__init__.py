@@ -1,0 +1,94 @@
+"""Hermes: a plugin-first microkernel for an LLM agent's memory and context.
+
+The public API lives here; plugins (the default ones included) import only these names.
+"""
+
+from __future__ import annotations
+
+from .config import Config
+from .contracts import (
+    CompactionEvent,
+    ContextEngine,
+    LLMClient,
+    LLMRequest,
+    LLMResponse,
+    MemoryProvider,
+    MemoryWriteEvent,
+    Message,
+    PromptContext,
+    PromptLayer,
+    SessionInfo,
+    SessionStore,
+    StreamEvent,
+    Tool,
+    ToolContext,
+    TurnEvent,
+    Usage,
+)
+from .core import Kernel
+from .errors import (
+    ConfigError,
+    ConflictError,
+    ContextLengthError,
+    HermesError,
+    HomeError,
+    LLMAuthError,
+    LLMError,
+    LLMRateLimitError,
+    LLMUnavailableError,
+    PluginError,
+    StoreError,
+    UnknownPluginError,
+)
+from .hookspecs import hookimpl
+from .manager import PluginFailure, PluginRecord
+from .util import atomic_write_text, estimate_messages_tokens, estimate_tokens, file_lock, is_cjk
+
+__version__ = "0.1.0"
+
+#: Bumped when a hook or contract changes incompatibly; plugins may check it.
+PLUGIN_API_VERSION = 1
+
+__all__ = [
+    "PLUGIN_API_VERSION",
+    "CompactionEvent",
+    "Config",
+    "ConfigError",
+    "ConflictError",
+    "ContextEngine",
+    "ContextLengthError",
+    "HermesError",
+    "HomeError",
+    "Kernel",
+    "LLMAuthError",
+    "LLMClient",
+    "LLMError",
+    "LLMRateLimitError",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMUnavailableError",
+    "MemoryProvider",
+    "MemoryWriteEvent",
+    "Message",
+    "PluginError",
+    "PluginFailure",
+    "PluginRecord",
+    "PromptContext",
+    "PromptLayer",
+    "SessionInfo",
+    "SessionStore",
+    "StoreError",
+    "StreamEvent",
+    "Tool",
+    "ToolContext",
+    "TurnEvent",
+    "UnknownPluginError",
+    "Usage",
+    "__version__",
+    "atomic_write_text",
+    "estimate_messages_tokens",
+    "estimate_tokens",
+    "file_lock",
+    "hookimpl",
+    "is_cjk",
+]

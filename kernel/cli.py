@@ -1,0 +1,506 @@
+"""The ``hermes`` command line.
+
+The root group boots a kernel lazily: ``hermes --version`` loads no plugin, and the
+kernel that collects plugin commands (``hermes_register_commands``) is built without
+strict mode and without checking selections, so that a broken plugin or a config naming a
+missing one can never lock a user out of ``plugins list``, ``uninstall`` or ``doctor``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import HermesError
+
+# Commands that must work with broken plugins, even in strict mode.
+_ALWAYS_WORK = {"plugins", "doctor", "config", "version"}
+
+
+class CLIState:
+    """Options of the root group and the kernel built from them (once per invocation)."""
+
+    def __init__(self, home: str | None, no_plugins: bool, disable: tuple[str, ...],
+                 load: tuple[str, ...] | None, strict: bool, trace: bool):
+        self.home = home
+        self.no_plugins = no_plugins
+        self.disable = disable
+        self.load = load
+        self.strict = strict or os.environ.get("HERMES_STRICT_PLUGINS", "").lower() in ("1", "true", "yes", "on")
+        self.trace = trace
+        self._kernel: Any = None
+
+    def kernel(self) -> Any:
+        """The kernel of this invocation (lenient: failures recorded, selection unchecked)."""
+        if self._kernel is None:
+            from .core import Kernel
+
+            self._kernel = Kernel(
+                home=self.home,
+                safe_mode=True if self.no_plugins else None,
+                disable_plugins=self.disable,
+                load_plugins=self.load,
+                strict=False,
+                trace=self.trace or None,
+                check_selection=False,
+            )
+        return self._kernel
+
+    def strict_kernel(self) -> Any:
+        """The kernel, refusing to go on when strict mode is asked for and a plugin failed,
+        or when config selects something no plugin registered."""
+        kernel = self.kernel()
+        if self.strict and kernel.failures:
+            raise HermesError(kernel.failures[0].line())
+        if kernel.selection_errors:
+            raise kernel.selection_errors[0]
+        return kernel
+
+
+class HermesGroup(click.Group):
+    """A group that adds plugin commands the first time commands are listed or looked up."""
+
+    _plugins_added = False
+
+    def _add_plugin_commands(self, ctx: click.Context) -> None:
+        if self._plugins_added:
+            return
+        self._plugins_added = True
+        state = _state(ctx)
+        try:
+            kernel = state.kernel()
+        except HermesError as exc:
+            # A broken config or home must still leave `hermes config validate` usable.
+            click.echo(f"hermes: {exc}", err=True)
+            return
+        builtin = set(self.commands)
+        caller = kernel.pm.hook.hermes_register_commands
+        for impl in reversed(caller.get_hookimpls()):
+            before = set(self.commands)
+            try:
+                impl.function(**{k: self for k in impl.argnames if k == "cli"})
+            except Exception as exc:
+                record = kernel.pm.records.get(impl.plugin_name)
+                for name in set(self.commands) - before:
+                    self.commands.pop(name, None)
+                if record is not None:
+                    try:
+                        kernel.pm.record_failure(record, exc, "register commands")
+                    except HermesError:
+                        pass
+            for name in set(self.commands) - before:
+                if name in builtin:
+                    click.echo(f"hermes: plugin {impl.plugin_name} tried to replace the built-in "
+                               f"command {name!r}; ignored", err=True)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_plugin_commands(ctx)
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            self._add_plugin_commands(ctx)
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+
+def _state(ctx: click.Context) -> CLIState:
+    root = ctx.find_root()
+    if root.obj is None:
+        p = root.params
+        root.obj = CLIState(p.get("home"), bool(p.get("no_plugins")), tuple(p.get("disable") or ()),
+                            _load_option(p.get("load")), bool(p.get("strict")), bool(p.get("trace")))
+    return root.obj
+
+
+def _load_option(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    names: list[str] = []
+    for value in values:
+        names.extend(part.strip() for part in value.split(",") if part.strip())
+    return tuple(names)
+
+
+def pass_state(f: Any) -> Any:
+    """Decorator: give a command the :class:`CLIState` as its first argument."""
+    @click.pass_context
+    def wrapper(ctx: click.Context, *args: Any, **kwargs: Any) -> Any:
+        return ctx.invoke(f, _state(ctx), *args, **kwargs)
+
+    wrapper.__name__ = f.__name__
+    wrapper.__doc__ = f.__doc__
+    return wrapper
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented JSON (the ``--json`` output of every command)."""
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+@click.group(cls=HermesGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="hermes",
+                      message="%(prog)s %(version)s")
+@click.option("--home", envvar="HERMES_HOME", type=click.Path(file_okay=False),
+              help="Hermes home directory (default ~/.hermes).")
+@click.option("--no-plugins", is_flag=True, help="Safe mode: load no third-party or local plugin.")
+@click.option("--disable", "-p", multiple=True, metavar="NAME",
+              help="Block a plugin (defaults included) for this run. Repeatable.")
+@click.option("--load", multiple=True, metavar="NAMES",
+              help="Load only these third-party plugins (comma-separated). Repeatable.")
+@click.option("--strict", is_flag=True, help="Fail when a plugin fails to load.")
+@click.option("--trace", is_flag=True, help="Log every hook call to stderr.")
+@click.pass_context
+def cli(ctx: click.Context, **_: Any) -> None:
+    """Hermes: memory and context management for LLM agents, built from plugins."""
+    _state(ctx)
+
+
+# --------------------------------------------------------------------------------------
+# hermes plugins
+# --------------------------------------------------------------------------------------
+
+
+@cli.group()
+def plugins() -> None:
+    """List, install, enable, disable and select plugins."""
+
+
+@plugins.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--all", "show_all", is_flag=True, help="Include the default plugins.")
+@click.option("--hook", metavar="NAME", help="Only plugins implementing this hook.")
+@pass_state
+def plugins_list(state: CLIState, as_json: bool, show_all: bool, hook: str | None) -> None:
+    """List installed plugins: source, status, hooks and what each registered."""
+    kernel = state.kernel()
+    records = [r for r in kernel.plugins if show_all or r.source != "default"]
+    if hook:
+        records = [r for r in records if hook in r.hooks]
+    if as_json:
+        echo_json([r.as_dict() for r in records])
+        return
+    if not records:
+        click.echo("No third-party plugins installed. `hermes plugins list --all` shows the defaults.")
+        return
+    for r in records:
+        ver = f" {r.version}" if r.version else ""
+        dist = f"  [{r.dist}{ver}]" if r.dist else ""
+        click.echo(f"{r.name}{dist}  {r.source}  {r.status}")
+        if r.status == "failed" and r.failure:
+            click.echo(f"  error: {r.failure.error}")
+        if r.status == "blocked":
+            click.echo(f"  blocked: {r.blocked_by}")
+        if r.hooks:
+            click.echo(f"  hooks: {', '.join(r.hooks)}")
+        for kind, names in r.registered.items():
+            click.echo(f"  {kind}: {', '.join(names)}")
+
+
+def _find_record(kernel: Any, name: str) -> Any:
+    for record in kernel.plugins:
+        if record.name == name or (record.dist and record.dist.lower() == name.lower()):
+            return record
+    known = ", ".join(sorted(r.name for r in kernel.plugins))
+    raise HermesError(f"no plugin named {name!r}. Installed plugins: {known or '(none)'}")
+
+
+@plugins.command("info")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def plugins_info(state: CLIState, name: str, as_json: bool) -> None:
+    """Show one plugin in detail, with the traceback of its failure if any."""
+    record = _find_record(state.kernel(), name)
+    data = record.as_dict()
+    data["path"] = record.path
+    data["traceback"] = record.failure.traceback if record.failure else None
+    if as_json:
+        echo_json(data)
+        return
+    for key in ("name", "distribution", "version", "source", "status", "module", "path", "blocked_by"):
+        if data.get(key):
+            click.echo(f"{key}: {data[key]}")
+    if record.hooks:
+        click.echo(f"hooks: {', '.join(record.hooks)}")
+    for kind, names in record.registered.items():
+        click.echo(f"{kind}: {', '.join(names)}")
+    if record.failure:
+        click.echo(f"error: {record.failure.error}")
+        click.echo(record.failure.traceback.rstrip())
+
+
+def _pip(args: list[str]) -> int:
+    """Run pip in the interpreter running Hermes, streaming its output (progress)."""
+    cmd = [sys.executable, "-m", "pip", *args]
+    click.echo("$ " + " ".join(cmd), err=True)
+    return subprocess.call(cmd)
+
+
+@plugins.command("install")
+@click.argument("specs", nargs=-1, required=True)
+@click.option("-e", "--editable", is_flag=True, help="Install a local path in editable mode.")
+@click.option("-U", "--upgrade", is_flag=True, help="Upgrade if already installed.")
+def plugins_install(specs: tuple[str, ...], editable: bool, upgrade: bool) -> None:
+    """Install plugin distributions (a path, a wheel or a requirement) with pip."""
+    from importlib_metadata import entry_points
+
+    before = {ep.name for ep in entry_points(group="hermes.plugins")}
+    args = ["install"] + (["--upgrade"] if upgrade else [])
+    for spec in specs:
+        args += ["-e", spec] if editable else [spec]
+    code = _pip(args)
+    if code:
+        raise HermesError(f"pip install failed (exit {code}); nothing was changed by Hermes.")
+    new = sorted({ep.name for ep in entry_points(group="hermes.plugins")} - before)
+    if new:
+        click.echo(f"Installed plugin(s): {', '.join(new)}. See `hermes plugins list`.")
+    else:
+        click.echo("Installed. No new `hermes.plugins` entry point appeared; "
+                   "is this distribution a Hermes plugin?")
+
+
+@plugins.command("uninstall")
+@click.argument("names", nargs=-1, required=True)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+def plugins_uninstall(state: CLIState, names: tuple[str, ...], yes: bool) -> None:
+    """Uninstall plugin distributions by plugin or distribution name."""
+    kernel = state.kernel()
+    dists: list[str] = []
+    for name in names:
+        try:
+            record = _find_record(kernel, name)
+            dist = record.dist
+            if record.source == "default":
+                raise HermesError(f"{name!r} is a default plugin and ships with Hermes; "
+                                  f"use `hermes plugins disable {name}` instead.")
+        except HermesError:
+            if any(r.name == name and r.source == "default" for r in kernel.plugins):
+                raise
+            dist = name  # not loaded (blocked in safe mode, say): treat as a distribution name
+        if not dist:
+            raise HermesError(f"plugin {name!r} has no distribution to uninstall (source: local?).")
+        if dist.lower().replace("_", "-") == "hermes-kernel":
+            raise HermesError("refusing to uninstall Hermes itself.")
+        dists.append(dist)
+    code = _pip(["uninstall", *(["-y"] if yes else []), *dists])
+    if code:
+        raise HermesError(f"pip uninstall failed (exit {code}).")
+
+
+@plugins.command("enable")
+@click.argument("name")
+@pass_state
+def plugins_enable(state: CLIState, name: str) -> None:
+    """Remove NAME from `plugins.disabled` in config.yaml."""
+    from .config import set_config_value
+
+    kernel = state.kernel()
+    disabled = [n for n in (kernel.config.raw("plugins.disabled") or []) if n != name]
+    if disabled == list(kernel.config.raw("plugins.disabled") or []):
+        click.echo(f"{name} is not disabled in config.")
+        return
+    path = set_config_value(kernel.home, "plugins.disabled", disabled)
+    click.echo(f"Enabled {name} ({path}).")
+
+
+@plugins.command("disable")
+@click.argument("name")
+@pass_state
+def plugins_disable(state: CLIState, name: str) -> None:
+    """Add NAME to `plugins.disabled` in config.yaml (defaults included)."""
+    from .config import set_config_value
+
+    kernel = state.kernel()
+    disabled = list(kernel.config.raw("plugins.disabled") or [])
+    if name in disabled:
+        click.echo(f"{name} is already disabled.")
+        return
+    if name not in {r.name for r in kernel.plugins}:
+        click.echo(f"note: no plugin named {name!r} is installed; disabling it anyway.", err=True)
+    path = set_config_value(kernel.home, "plugins.disabled", disabled + [name])
+    click.echo(f"Disabled {name} ({path}).")
+
+
+@plugins.command("select")
+@click.argument("kind", type=click.Choice(["context-engine", "memory-provider", "session-store", "llm"]))
+@click.argument("name")
+@pass_state
+def plugins_select(state: CLIState, kind: str, name: str) -> None:
+    """Choose which registered component of KIND is used (writes config.yaml)."""
+    from .config import set_config_value
+    from .errors import UnknownPluginError
+    from .registry import SELECTION_KEYS
+
+    kernel = state.kernel()
+    registry = kernel.registries.by_kind(kind)
+    if name not in registry:
+        raise UnknownPluginError(kind, name, registry.names())
+    key = SELECTION_KEYS[kind]
+    path = set_config_value(kernel.home, key, name)
+    entry = registry.get(name)
+    click.echo(f"Selected {kind} {name!r} (from plugin {entry.plugin}); wrote {key} in {path}.")
+
+
+# --------------------------------------------------------------------------------------
+# hermes config, hermes doctor
+# --------------------------------------------------------------------------------------
+
+
+@cli.group()
+def config() -> None:
+    """Show and validate config.yaml."""
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def config_show(state: CLIState, as_json: bool) -> None:
+    """Print the effective configuration (defaults + config.yaml); secrets stay references."""
+    import yaml
+
+    from .config import Config, resolve_home
+
+    home = resolve_home(state.home)
+    data = Config.load(home).as_dict()
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(f"# {home / 'config.yaml'}")
+        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
+
+
+@config.command("validate")
+@pass_state
+def config_validate(state: CLIState) -> None:
+    """Check config.yaml and the configured plugin selections."""
+    from .config import resolve_home
+
+    home = resolve_home(state.home)
+    kernel = state.kernel()  # raises ConfigError with the key path when invalid
+    problems = [str(e) for e in kernel.selection_errors]
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    if problems:
+        sys.exit(1)
+    click.echo(f"{home / 'config.yaml'}: OK")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def doctor(state: CLIState, as_json: bool) -> None:
+    """Check the home, config, plugins and selections, and say what is missing."""
+    from .config import CONFIG_FILE, resolve_home
+
+    report: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0]}
+    problems: list[str] = []
+    try:
+        home = resolve_home(state.home)
+        report["home"] = str(home)
+    except HermesError as exc:
+        report["home"] = None
+        problems.append(str(exc))
+        home = None
+    kernel = None
+    if home is not None:
+        report["config_file"] = str(home / CONFIG_FILE)
+        try:
+            kernel = state.kernel()
+        except HermesError as exc:
+            problems.append(str(exc))
+    if kernel is not None:
+        report["plugins"] = {
+            "active": sorted(r.name for r in kernel.plugins if r.status == "active"),
+            "blocked": sorted(r.name for r in kernel.plugins if r.status == "blocked"),
+            "failed": [f.line() for f in kernel.failures],
+        }
+        problems.extend(f.line() for f in kernel.failures)
+        problems.extend(str(e) for e in kernel.selection_errors)
+        selected = {}
+        from .registry import SELECTION_KEYS
+
+        for kind in SELECTION_KEYS:
+            name = kernel.selected(kind)
+            registry = kernel.registries.by_kind(kind)
+            selected[kind] = {
+                "name": name or None,
+                "plugin": registry.get(name).plugin if name and name in registry else None,
+            }
+        report["selected"] = selected
+        report["hook_errors"] = [f"{p} in {h}: {e}" for (p, h), e in kernel.pm.hook_errors.items()]
+        report["checks"] = _doctor_checks(kernel, problems)
+    report["problems"] = problems
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(f"hermes {report['version']} (Python {report['python']})")
+        click.echo(f"home: {report.get('home')}")
+        if kernel is not None:
+            click.echo(f"plugins: {len(report['plugins']['active'])} active, "
+                       f"{len(report['plugins']['blocked'])} blocked, "
+                       f"{len(report['plugins']['failed'])} failed")
+            for kind, sel in report["selected"].items():
+                click.echo(f"{kind}: {sel['name'] or '(none)'}" + (f" [{sel['plugin']}]" if sel["plugin"] else ""))
+            for line in report["checks"]:
+                click.echo(f"check: {line}")
+        for problem in problems:
+            click.echo(f"problem: {problem}")
+        if not problems:
+            click.echo("No problems found.")
+    sys.exit(1 if problems else 0)
+
+
+def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
+    """Checks of the selected components that cost no network: credentials, engines."""
+    lines: list[str] = []
+    provider = kernel.selected("llm")
+    env_var = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}.get(provider)
+    try:
+        configured = kernel.config.get("model.api_key")
+    except HermesError as exc:
+        problems.append(str(exc))
+        configured = None
+    if env_var and not configured and not os.environ.get(env_var) and not kernel.config.get("model.base_url"):
+        problems.append(f"no credentials for {provider}: set {env_var} or model.api_key "
+                        f"(e.g. {{$env: {env_var}}}) in config.yaml")
+    else:
+        lines.append(f"credentials for {provider or '(none)'}: present")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``hermes`` console script."""
+    try:
+        cli.main(args=argv, prog_name="hermes", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except HermesError as exc:
+        click.echo(f"hermes: error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+
+
+__all__ = ["CLIState", "cli", "echo_json", "main", "pass_state"]

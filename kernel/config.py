@@ -1,0 +1,486 @@
+"""``HERMES_HOME``, ``config.yaml`` over built-in defaults, validation and safe writes.
+
+Values may be written as ``{$env: VAR}`` or ``{$file: path}`` so that secrets never need
+to sit in YAML; they are resolved when read. Validation errors name the key path, the bad
+value and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError, HomeError
+
+CONFIG_FILE = "config.yaml"
+
+DEFAULTS: dict[str, Any] = {
+    "model": {
+        "provider": "anthropic",
+        "name": "claude-sonnet-4-5",
+        "base_url": None,
+        "api_key": None,
+        "context_length": None,
+        "max_tokens": None,
+        "timeout": 600.0,
+        "max_retries": 3,
+    },
+    "auxiliary": {
+        "compression": {"provider": None, "model": None, "base_url": None, "api_key": None},
+        "session_search": {"provider": None, "model": None, "base_url": None, "api_key": None},
+    },
+    "agent": {"max_iterations": 90, "max_parallel_tools": 8, "platform": "cli"},
+    "context": {"engine": "compressor"},
+    "compression": {
+        "enabled": True,
+        "threshold": 0.50,
+        "target_ratio": 0.20,
+        "protect_last_n": 20,
+        "hygiene_threshold": 0.85,
+        "model_thresholds": {},
+    },
+    "memory": {
+        "memory_enabled": True,
+        "user_profile_enabled": True,
+        "memory_char_limit": 2200,
+        "user_char_limit": 1375,
+        "provider": "",
+        "nudge_interval": 10,
+        "prefetch_timeout": 8.0,
+        "fence_note": None,
+    },
+    "sessions": {"store": "sqlite"},
+    "prompt": {
+        "disabled_layers": [],
+        "context_file_max_chars": 20000,
+        "system_message": None,
+    },
+    "prompt_caching": {"enabled": True, "cache_ttl": "5m"},
+    "plugins": {"disabled": []},
+}
+
+# Keys whose default is None, with the types a user may set them to.
+_NULLABLE: dict[str, tuple[type, ...]] = {
+    "model.base_url": (str,),
+    "model.api_key": (str,),
+    "model.context_length": (int,),
+    "model.max_tokens": (int,),
+    "memory.fence_note": (str,),
+    "prompt.system_message": (str,),
+}
+for _task in ("compression", "session_search"):
+    for _key in ("provider", "model", "base_url", "api_key"):
+        _NULLABLE[f"auxiliary.{_task}.{_key}"] = (str,)
+
+# Sections whose keys are free-form (names chosen by the user or by plugins).
+_FREE_SECTIONS = {"plugins", "compression.model_thresholds"}
+
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "prompt_caching.cache_ttl": ("5m", "1h"),
+}
+
+
+def _fraction(value: float) -> bool:
+    return 0 < value <= 1
+
+
+_RANGES: dict[str, tuple[Any, str]] = {
+    "compression.threshold": (_fraction, "a fraction between 0 and 1, e.g. 0.5"),
+    "compression.target_ratio": (_fraction, "a fraction between 0 and 1, e.g. 0.2"),
+    "compression.hygiene_threshold": (_fraction, "a fraction between 0 and 1, e.g. 0.85"),
+    "compression.protect_last_n": (lambda v: v >= 1, "a whole number of at least 1"),
+    "memory.memory_char_limit": (lambda v: v > 0, "a positive number of characters"),
+    "memory.user_char_limit": (lambda v: v > 0, "a positive number of characters"),
+    "memory.nudge_interval": (lambda v: v >= 0, "0 (off) or a positive number of turns"),
+    "agent.max_iterations": (lambda v: v >= 1, "a positive number of model calls"),
+    "agent.max_parallel_tools": (lambda v: 1 <= v <= 64, "a number from 1 to 64"),
+    "prompt.context_file_max_chars": (lambda v: v >= 100, "at least 100 characters"),
+    "model.context_length": (lambda v: v >= 1024, "a context window of at least 1024 tokens"),
+}
+
+
+# --------------------------------------------------------------------------------------
+# Home
+# --------------------------------------------------------------------------------------
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The Hermes home: the argument, else ``$HERMES_HOME``, else ``~/.hermes``.
+
+    The directory is created when missing; a home that cannot be created or written
+    raises :class:`HomeError` with the path and what to do.
+    """
+    raw = home if home is not None else os.environ.get("HERMES_HOME") or "~/.hermes"
+    path = Path(raw).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HomeError(
+            f"cannot create HERMES_HOME {str(path)!r}: {exc.strerror or exc}. "
+            "Set HERMES_HOME to a writable directory."
+        ) from exc
+    if not path.is_dir():
+        raise HomeError(f"HERMES_HOME {str(path)!r} is not a directory. Set HERMES_HOME to a directory.")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise HomeError(
+            f"HERMES_HOME {str(path)!r} is not writable. "
+            "Fix its permissions or set HERMES_HOME to a writable directory."
+        )
+    return path.resolve()
+
+
+def load_dotenv(path: Path) -> dict[str, str]:
+    """Read ``KEY=value`` lines from ``path`` into ``os.environ`` without overriding
+    variables that are already set. Returns what was read."""
+    values: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        return values
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        key, value = key.strip(), value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key] = value
+        os.environ.setdefault(key, value)
+    return values
+
+
+# --------------------------------------------------------------------------------------
+# Loading and validation
+# --------------------------------------------------------------------------------------
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Parse a YAML mapping; errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", file=str(path)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(
+            f"{where}: malformed YAML ({problem}). Fix the file, or move it aside to use the defaults.",
+            file=str(path),
+        ) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of sections (model:, memory: …), "
+            f"not a {type(data).__name__}.",
+            file=str(path),
+        )
+    return data
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``override`` merged in, recursively for mappings."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and not _is_ref(value):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, Mapping) and len(value) == 1 and next(iter(value)) in ("$env", "$file")
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {bool: "true/false", int: "a whole number", float: "a number", str: "a string",
+             list: "a list", dict: "a mapping"}
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+def validate(data: Mapping[str, Any], *, file: str | None = None) -> None:
+    """Check user config against the defaults' shapes. Raises :class:`ConfigError`."""
+    _validate(data, DEFAULTS, "", file)
+
+
+def _validate(data: Mapping[str, Any], defaults: Mapping[str, Any], prefix: str, file: str | None) -> None:
+    where = f"{file}: " if file else ""
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}key {key!r} under {prefix[:-1] or 'the top level'} must be a string", path=path, file=file)
+        if prefix[:-1] in _FREE_SECTIONS:
+            continue
+        if key not in defaults:
+            known = list(defaults)
+            hint = difflib.get_close_matches(key, known, n=1)
+            extra = f" Did you mean {hint[0]!r}?" if hint else f" Known keys: {', '.join(known)}."
+            if not prefix:
+                # Unknown top-level sections are kept (other tools share config.yaml).
+                continue
+            raise ConfigError(f"{where}{path}: unknown key.{extra}", path=path, file=file)
+        if _is_ref(value):
+            continue
+        default = defaults[key]
+        if isinstance(default, dict):
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    f"{where}{path}: expected a mapping of settings, got {value!r}.", path=path, file=file
+                )
+            _validate(value, default, f"{path}.", file)
+            continue
+        _check_scalar(path, value, default, where, file)
+
+
+def _check_scalar(path: str, value: Any, default: Any, where: str, file: str | None) -> None:
+    if default is None:
+        types = _NULLABLE.get(path, (str,))
+        ok = value is None or (isinstance(value, types) and not isinstance(value, bool))
+    else:
+        types = (float, int) if isinstance(default, float) else (type(default),)
+        ok = isinstance(value, types) and (isinstance(default, bool) or not isinstance(value, bool))
+    if not ok:
+        raise ConfigError(
+            f"{where}{path}: expected {_type_name(types)}, got {value!r} ({type(value).__name__}).",
+            path=path, file=file,
+        )
+    if path in _CHOICES and value not in _CHOICES[path]:
+        choices = ", ".join(map(str, _CHOICES[path]))
+        raise ConfigError(f"{where}{path}: {value!r} is not one of {choices}.", path=path, file=file)
+    if path in _RANGES and value is not None:
+        check, expected = _RANGES[path]
+        if not check(value):
+            raise ConfigError(f"{where}{path}: expected {expected}, got {value!r}.", path=path, file=file)
+
+
+# --------------------------------------------------------------------------------------
+# The Config object
+# --------------------------------------------------------------------------------------
+
+
+class Config:
+    """Settings of one kernel: defaults, overlaid by ``config.yaml``, overlaid by
+    programmatic overrides.
+
+    ``config.get("compression.threshold")`` reads a dotted path and resolves ``$env`` /
+    ``$file`` references; :meth:`plugin` gives a plugin its ``plugins.<name>`` section.
+    """
+
+    def __init__(self, data: Mapping[str, Any], *, home: Path, file: Path | None = None):
+        self._data = deep_merge(DEFAULTS, data)
+        self.home = home
+        self.file = file
+        self.user_data = copy.deepcopy(dict(data))
+
+    @classmethod
+    def load(cls, home: Path, overrides: Mapping[str, Any] | None = None) -> Config:
+        """Read ``home/config.yaml``, validate it and the overrides."""
+        path = home / CONFIG_FILE
+        data = read_yaml(path)
+        validate(data, file=str(path))
+        if overrides:
+            validate(overrides, file="(overrides)")
+            data = deep_merge(data, overrides)
+        return cls(data, home=home, file=path)
+
+    def raw(self, path: str, default: Any = None) -> Any:
+        """The value at ``path`` without resolving references."""
+        node: Any = self._data
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """The value at dotted ``path`` with ``$env``/``$file`` references resolved."""
+        return self._resolve(self.raw(path, default), path)
+
+    def section(self, path: str) -> dict[str, Any]:
+        """A resolved copy of the mapping at ``path`` (``{}`` when absent)."""
+        value = self.get(path, {})
+        return value if isinstance(value, dict) else {}
+
+    def plugin(self, name: str) -> dict[str, Any]:
+        """The settings a plugin keeps under ``plugins.<name>``."""
+        return self.section(f"plugins.{name}")
+
+    def as_dict(self, *, resolve: bool = False) -> dict[str, Any]:
+        """The whole effective configuration (references kept unless ``resolve``)."""
+        return self._resolve(copy.deepcopy(self._data), "") if resolve else copy.deepcopy(self._data)
+
+    def _resolve(self, value: Any, path: str) -> Any:
+        if _is_ref(value):
+            kind, target = next(iter(value.items()))
+            if kind == "$env":
+                if target not in os.environ:
+                    raise ConfigError(
+                        f"{path}: environment variable {target!r} is not set. "
+                        f"Export it or add it to {self.home / '.env'}.",
+                        path=path,
+                    )
+                return os.environ[target]
+            file = Path(str(target)).expanduser()
+            if not file.is_absolute():
+                file = self.home / file
+            try:
+                return file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot read {file}: {exc.strerror or exc}", path=path) from exc
+        if isinstance(value, dict):
+            return {k: self._resolve(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._resolve(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+
+# --------------------------------------------------------------------------------------
+# Writing config.yaml: keep comments and order, atomically
+# --------------------------------------------------------------------------------------
+
+_KEY_RE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_.\-]+|\"[^\"]*\"|'[^']*')\s*:(?P<rest>.*)$")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, fsync and rename, so that a
+    crash leaves either the old or the new file, never a truncated one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _scalar(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...").strip()
+
+
+def _edit_text(text: str, keys: list[str], value: Any) -> str | None:
+    """Set ``keys`` to ``value`` in block-style YAML ``text`` by editing lines, so that
+    comments and order survive. Returns ``None`` when the layout is too unusual."""
+    lines = text.splitlines()
+    start, end, indent = 0, len(lines), -1
+    for depth, key in enumerate(keys):
+        found = None
+        child_indent = None
+        for i in range(start, end):
+            line = lines[i]
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            m = _KEY_RE.match(line)
+            cur = len(line) - len(line.lstrip())
+            if cur <= indent:
+                end = i
+                break
+            if child_indent is None:
+                child_indent = cur
+            if cur != child_indent or not m:
+                continue
+            if m.group("key").strip("'\"") == key:
+                found = i
+                break
+        if found is None:
+            # Insert the missing remainder of the path at the end of this block.
+            pad = " " * (child_indent if child_indent is not None else (indent + 2 if indent >= 0 else 0))
+            new: list[str] = []
+            for j, k in enumerate(keys[depth:]):
+                step = pad + "  " * j
+                if j == len(keys[depth:]) - 1:
+                    new.append(f"{step}{k}: {_scalar(value)}")
+                else:
+                    new.append(f"{step}{k}:")
+            insert_at = end
+            while insert_at > start and not lines[insert_at - 1].strip():
+                insert_at -= 1
+            lines[insert_at:insert_at] = new
+            return "\n".join(lines) + "\n"
+        m = _KEY_RE.match(lines[found])
+        assert m is not None
+        indent = len(m.group("indent"))
+        rest = m.group("rest")
+        # Find the extent of this key's block.
+        block_end = found + 1
+        while block_end < len(lines):
+            line = lines[block_end]
+            if line.strip() and not line.lstrip().startswith("#") and (len(line) - len(line.lstrip())) <= indent:
+                if not line.lstrip().startswith("- ") or (len(line) - len(line.lstrip())) < indent:
+                    break
+                if (len(line) - len(line.lstrip())) == indent and not line.lstrip().startswith("- "):
+                    break
+            block_end += 1
+        if depth == len(keys) - 1:
+            comment = ""
+            stripped = rest.strip()
+            if "#" in rest and not stripped.startswith(("'", '"', "[", "{")):
+                comment = "  #" + rest.split("#", 1)[1]
+            lines[found] = f"{m.group('indent')}{m.group('key')}: {_scalar(value)}{comment}"
+            # Drop an old block value (nested mapping or block list) under the key.
+            tail = block_end
+            while tail > found + 1 and not lines[tail - 1].strip():
+                tail -= 1
+            del lines[found + 1 : tail]
+            return "\n".join(lines) + "\n"
+        if rest.strip() and not rest.strip().startswith("#"):
+            return None  # a flow mapping or scalar where a section was expected
+        start, end = found + 1, block_end
+    return None
+
+
+def set_config_value(home: Path, path: str, value: Any) -> Path:
+    """Set dotted ``path`` to ``value`` in ``home/config.yaml``.
+
+    Comments and key order are kept by editing lines in place; the file is replaced
+    atomically and re-read to check the edit, falling back to a full rewrite only when
+    the layout is too unusual to edit. The result is validated before it is written, so
+    a bad value never reaches the file.
+    """
+    file = home / CONFIG_FILE
+    text = file.read_text(encoding="utf-8") if file.exists() else ""
+    current = read_yaml(file)
+    keys = path.split(".")
+    expected = copy.deepcopy(current)
+    node = expected
+    for key in keys[:-1]:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[keys[-1]] = value
+    validate(expected, file=str(file))
+    new_text = _edit_text(text, keys, value) if text.strip() else None
+    if new_text is not None:
+        try:
+            ok = (yaml.safe_load(new_text) or {}) == expected
+        except yaml.YAMLError:
+            ok = False
+        if not ok:
+            new_text = None
+    if new_text is None:
+        new_text = yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
+    atomic_write_text(file, new_text)
+    return file

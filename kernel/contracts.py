@@ -1,0 +1,689 @@
+"""The contracts a plugin implements: context engines, memory providers, prompt layers,
+tools, session stores and LLM clients, plus the small value types they exchange.
+
+Messages inside the kernel are plain OpenAI-style dicts::
+
+    {"role": "system" | "user" | "assistant" | "tool",
+     "content": str | None,
+     "tool_calls": [{"id": str, "type": "function",
+                     "function": {"name": str, "arguments": str}}],   # assistant only
+     "tool_call_id": str,                                             # tool only
+     "name": str}                                                     # tool name, optional
+
+LLM clients convert to and from their wire format at the edge. Names and semantics follow
+the Hermes agent so that its plugin authors feel at home.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Message = dict[str, Any]
+
+# --------------------------------------------------------------------------------------
+# Value types
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """Token usage of one model call, in the provider's own counts.
+
+    ``input_tokens`` counts only the uncached prompt tokens; the whole prompt is
+    ``input_tokens + cache_read_tokens + cache_write_tokens`` (:attr:`prompt_tokens`).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every token of the prompt, cached or not."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        """The usage dict :meth:`ContextEngine.update_from_response` receives."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@dataclass
+class LLMRequest:
+    """One model call, in the kernel's normalized shape.
+
+    ``messages`` starts with the system message (if any). ``tools`` are OpenAI function
+    schemas (``{"name", "description", "parameters"}``). ``cache`` asks the client to
+    place prompt-cache breakpoints where the provider supports them; ``cache_ttl`` is
+    ``"5m"`` or ``"1h"``.
+    """
+
+    model: str
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    cache: bool = False
+    cache_ttl: str = "5m"
+    timeout: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LLMResponse:
+    """A model's answer: text, tool calls (OpenAI shape) and usage."""
+
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    reasoning: str | None = None
+
+    def as_message(self) -> Message:
+        """The assistant message to append to the transcript."""
+        msg: Message = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            msg["tool_calls"] = [dict(tc) for tc in self.tool_calls]
+        return msg
+
+
+@dataclass
+class StreamEvent:
+    """One item of :meth:`LLMClient.stream`: ``kind`` is ``"text"`` (``text`` holds a
+    chunk) or ``"done"`` (``response`` holds the complete :class:`LLMResponse`)."""
+
+    kind: str
+    text: str = ""
+    response: LLMResponse | None = None
+
+
+@dataclass
+class SessionInfo:
+    """What event hooks learn about a session."""
+
+    id: str
+    source: str = "cli"
+    model: str = ""
+    parent_session_id: str | None = None
+    title: str | None = None
+
+
+@dataclass
+class TurnEvent:
+    """Payload of ``hermes_turn_end``."""
+
+    user_message: str
+    answer: str
+    status: str = "ok"  # "ok", "failed", "interrupted", "budget_exhausted"
+    api_calls: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+
+@dataclass
+class CompactionEvent:
+    """Payload of ``hermes_compaction``."""
+
+    parent_session_id: str
+    child_session_id: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    focus_topic: str | None = None
+    fallback_summary: bool = False
+
+
+@dataclass
+class MemoryWriteEvent:
+    """Payload of ``hermes_memory_write``: one committed memory action."""
+
+    action: str  # "add", "replace", "remove"
+    target: str  # "memory", "user"
+    content: str = ""
+    old_text: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------
+# Tools
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ToolContext:
+    """What a tool handler is given besides its arguments.
+
+    ``kernel`` is the running :class:`hermes.Kernel`; ``agent`` the runtime agent that
+    routed the call (``None`` outside a turn, e.g. from the CLI); ``messages`` the live
+    transcript (read-only by convention).
+    """
+
+    kernel: Any
+    session_id: str = ""
+    agent: Any = None
+    messages: list[Message] = field(default_factory=list)
+    cwd: Path | None = None
+
+
+@dataclass
+class Tool:
+    """A tool the model may call.
+
+    ``schema`` is the OpenAI function schema ``{"name", "description", "parameters"}``.
+    ``handler(args, ctx)`` returns a string (JSON by convention) and should not raise;
+    the runtime turns an exception into a JSON error result. ``parallel_safe`` tools may
+    run concurrently with other parallel-safe tools in one batch. ``toolset`` groups tools
+    for enabling and guidance (``memory``, ``session_search``, ``skills`` …).
+    ``available`` is an optional zero-argument check; a tool whose check is false is not
+    offered to the model.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    handler: Callable[[dict[str, Any], ToolContext], str]
+    parallel_safe: bool = False
+    toolset: str = ""
+    available: Callable[[], bool] | None = None
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The schema with its name filled in."""
+        schema = dict(self.schema)
+        schema.setdefault("name", self.name)
+        schema.setdefault("parameters", {"type": "object", "properties": {}})
+        return schema
+
+
+# --------------------------------------------------------------------------------------
+# LLM clients
+# --------------------------------------------------------------------------------------
+
+
+class LLMClient(ABC):
+    """A chat model behind one provider's API.
+
+    Implementations use the provider's official SDK, imported inside the factory or on
+    first use so that ``hermes --help`` never imports it. They convert the kernel's
+    OpenAI-style messages to the wire format, retry with backoff on 429/5xx/timeouts and
+    raise :class:`hermes.LLMAuthError`, :class:`hermes.ContextLengthError` or another
+    :class:`hermes.LLMError` for failures that retrying cannot fix.
+    """
+
+    #: Registry name (``anthropic``, ``openai`` …).
+    name: str = ""
+
+    @abstractmethod
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """Run one call and return the whole answer."""
+
+    def stream(self, request: LLMRequest) -> Iterator[StreamEvent]:
+        """Yield text chunks as they arrive, then one ``done`` event with the full
+        response. The default calls :meth:`complete` and yields its text in one piece."""
+        response = self.complete(request)
+        if response.content:
+            yield StreamEvent("text", text=response.content)
+        yield StreamEvent("done", response=response)
+
+    def supports_prompt_caching(self, model: str) -> bool:
+        """Whether ``cache_control`` breakpoints help for this model on this route."""
+        return False
+
+    def context_length(self, model: str) -> int | None:
+        """The model's context window in tokens, if this client knows it."""
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# Context engines
+# --------------------------------------------------------------------------------------
+
+
+class ContextEngine(ABC):
+    """Decides when the conversation must shrink and how.
+
+    The runtime reads the attributes below directly, calls :meth:`update_from_response`
+    after every model call, asks :meth:`should_compress` each turn and calls
+    :meth:`compress` when it says yes. ``compress`` must return a valid transcript (no
+    orphan tool call or result, alternating roles) that keeps the newest user message,
+    and must not mutate the list it is given.
+    """
+
+    last_prompt_tokens: int = 0
+    last_completion_tokens: int = 0
+    last_total_tokens: int = 0
+    threshold_tokens: int = 0
+    context_length: int = 0
+    compression_count: int = 0
+    threshold_percent: float = 0.75
+    protect_first_n: int = 3
+    protect_last_n: int = 6
+    emit_automatic_compaction_status: bool = True
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The id that ``context.engine`` selects (``compressor``, ``lcm`` …)."""
+
+    @abstractmethod
+    def update_from_response(self, usage: dict[str, Any]) -> None:
+        """Record the usage of the last model call (see :meth:`Usage.as_dict`)."""
+
+    @abstractmethod
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        """Whether to compact now (``prompt_tokens`` defaults to the last usage)."""
+
+    @abstractmethod
+    def compress(
+        self,
+        messages: list[Message],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        memory_context: str = "",
+    ) -> list[Message]:
+        """Return a smaller, valid transcript. The runtime passes only the keyword
+        arguments this method's signature accepts, so older engines may omit some."""
+
+    # -- optional, with safe defaults -------------------------------------------------
+
+    def should_compress_info(self, prompt_tokens: int | None = None) -> tuple[bool, str | None]:
+        """``(should_compress, reason)``; ``reason`` explains a blocked state
+        (cooldown, anti-thrash, no summarizer) so callers can warn instead of skipping."""
+        return self.should_compress(prompt_tokens), None
+
+    def should_compress_preflight(self, messages: list[Message]) -> bool:
+        """A cheap check before the call, on a rough estimate of ``messages``."""
+        return False
+
+    def prune_tool_results_only(
+        self, messages: list[Message], current_tokens: int | None = None
+    ) -> tuple[list[Message], int]:
+        """Cheap deterministic trimming of old tool output; ``(messages, n_pruned)``."""
+        return messages, 0
+
+    def has_content_to_compress(self, messages: list[Message]) -> bool:
+        """``False`` lets ``/compress`` say "nothing to compress yet"."""
+        return True
+
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        """A session starts (kwargs may hold ``hermes_home``, ``model``, ``context_length``)."""
+
+    def on_session_end(self, session_id: str, messages: list[Message]) -> None:
+        """A session ends at a real boundary (exit, ``/new``), never per turn."""
+
+    def on_session_reset(self) -> None:
+        """``/new`` or ``/reset``: forget the usage figures and the compaction count."""
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.compression_count = 0
+
+    def on_turn_complete(self, messages: list[Message], usage: dict | None = None, **kw: Any) -> None:
+        """Best-effort observation after each turn."""
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        """Tools this engine offers the model (OpenAI function schemas)."""
+        return []
+
+    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Run one of this engine's tools; must return a JSON string."""
+        return json.dumps({"error": f"Unknown context engine tool: {name}"})
+
+    def get_status(self) -> dict[str, Any]:
+        """Figures for ``hermes doctor`` and the chat status line."""
+        tokens = max(self.last_prompt_tokens, 0)
+        usage = min(100.0, tokens / self.context_length * 100) if self.context_length else 0.0
+        return {
+            "last_prompt_tokens": tokens,
+            "threshold_tokens": self.threshold_tokens,
+            "context_length": self.context_length,
+            "usage_percent": usage,
+            "compression_count": self.compression_count,
+        }
+
+    def update_model(
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+    ) -> None:
+        """The main model (and so the window) changed."""
+        self.context_length = int(context_length)
+        self.threshold_tokens = int(self.context_length * self.threshold_percent)
+
+
+# --------------------------------------------------------------------------------------
+# Memory providers
+# --------------------------------------------------------------------------------------
+
+
+class MemoryProvider(ABC):
+    """A memory backend. The kernel's memory manager runs the built-in file memory
+    (named ``builtin``) plus at most one external provider selected by ``memory.provider``.
+
+    Every call is isolated: an exception is logged and the turn goes on. ``sync_turn`` and
+    ``queue_prefetch`` run on a background worker; ``prefetch`` is bounded in time.
+    """
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Short id (``builtin``, ``mem0``, ``honcho`` …)."""
+
+    @abstractmethod
+    def is_available(self) -> bool:
+        """Configured and its dependencies importable. Must not touch the network."""
+
+    @abstractmethod
+    def initialize(self, session_id: str, **kwargs: Any) -> None:
+        """Once per agent. kwargs: ``hermes_home``, ``platform``, and possibly
+        ``agent_context`` (``primary``/``subagent``; non-primary contexts should not
+        write), ``parent_session_id``, ``user_id``."""
+
+    @abstractmethod
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI function schemas of this provider's tools; ``[]`` if none."""
+
+    def unavailable_reason(self) -> str:
+        """Why :meth:`is_available` is false (missing package, missing key …)."""
+        return ""
+
+    def system_prompt_block(self) -> str:
+        """Static text for the cached system prompt; ``""`` to add nothing."""
+        return ""
+
+    def prefetch(self, query: str, *, session_id: str = "") -> str:
+        """Recalled context for this turn (fast; return cached background results)."""
+        return ""
+
+    def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
+        """Warm results for the next turn's :meth:`prefetch`."""
+
+    def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "") -> None:
+        """Persist a completed exchange."""
+
+    def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Run one of this provider's tools; returns a JSON string."""
+        raise NotImplementedError(f"{self.name} has no tool {tool_name!r}")
+
+    def shutdown(self) -> None:
+        """Flush queues and close connections."""
+
+    def on_turn_start(self, turn_number: int, message: str, **kwargs: Any) -> None:
+        """A user turn starts."""
+
+    def on_session_end(self, messages: list[Message]) -> None:
+        """The session ends at a real boundary; ``messages`` is the whole history."""
+
+    def on_session_switch(
+        self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False, **kwargs: Any
+    ) -> None:
+        """The session id rotated without teardown (compaction, ``/new``)."""
+
+    def on_pre_compress(self, messages: list[Message]) -> str:
+        """Text to hand the summarizer before messages leave the live context."""
+        return ""
+
+    def on_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any) -> None:
+        """A sub-agent finished (called on the parent's providers)."""
+
+    def on_memory_write(
+        self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
+    ) -> None:
+        """Mirror a committed write of the built-in memory."""
+
+    def get_config_schema(self) -> list[dict[str, Any]]:
+        """Fields for setup: ``key``, ``description``, ``secret``, ``required``, ``default``,
+        ``env_var``."""
+        return []
+
+    def save_config(self, values: dict[str, Any], hermes_home: str) -> None:
+        """Write non-secret settings; secrets belong in ``$HERMES_HOME/.env``."""
+
+
+# --------------------------------------------------------------------------------------
+# Prompt layers
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class PromptContext:
+    """What a prompt layer may read while rendering.
+
+    ``tool_names`` are the tools offered to the model this session, so guidance can be
+    given only for enabled tools. ``memory`` is the runtime's memory manager (or
+    ``None``). ``extra`` holds per-call values for ephemeral layers (``recalled`` memory
+    text, ``ephemeral_system_prompt``).
+    """
+
+    kernel: Any
+    session_id: str = ""
+    home: Path | None = None
+    cwd: Path | None = None
+    model: str = ""
+    platform: str = "cli"
+    tool_names: frozenset[str] = frozenset()
+    memory: Any = None
+    skip_context_files: bool = False
+    now: float = field(default_factory=time.time)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PromptLayer(ABC):
+    """One section of the system prompt.
+
+    Layers render in ascending ``order`` (ties by name). A ``cached`` layer is rendered
+    once per session into the byte-stable system prompt (rebuilt only after a
+    compaction); an ephemeral one (``cached = False``) is rendered at every API call and
+    never persisted. ``render`` returns ``None`` or ``""`` to add nothing.
+    """
+
+    name: str = ""
+    order: int = 500
+    cached: bool = True
+    description: str = ""
+
+    @abstractmethod
+    def render(self, ctx: PromptContext) -> str | None:
+        """This layer's text for the given context."""
+
+
+# --------------------------------------------------------------------------------------
+# Session stores
+# --------------------------------------------------------------------------------------
+
+
+class SessionStore(ABC):
+    """Where sessions and every message live, searchable at once.
+
+    A session row has: ``id``, ``source``, ``user_id``, ``model``, ``model_config``,
+    ``system_prompt``, ``parent_session_id``, ``started_at``, ``ended_at``, ``end_reason``,
+    ``message_count``, ``tool_call_count``, the token counters, ``estimated_cost_usd``,
+    ``title`` and ``cwd``. Messages are returned as dicts with ``id``, ``session_id``,
+    ``role``, ``content``, ``tool_call_id``, ``tool_calls`` (decoded), ``tool_name``,
+    ``timestamp``, ``token_count``, ``finish_reason``, ``reasoning``.
+
+    The conformance suite in :mod:`hermes.testing.conformance` pins the behaviour; a
+    store that passes it works with every part of Hermes.
+    """
+
+    #: Registry name (``sqlite`` …).
+    name: str = ""
+
+    # sessions
+    @abstractmethod
+    def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        source: str = "cli",
+        model: str | None = None,
+        model_config: dict | None = None,
+        system_prompt: str | None = None,
+        user_id: str | None = None,
+        parent_session_id: str | None = None,
+        cwd: str | None = None,
+    ) -> str:
+        """Create a session (idempotent for an existing id) and return its id."""
+
+    @abstractmethod
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session row, or ``None``."""
+
+    @abstractmethod
+    def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        """Store the frozen system prompt of a session."""
+
+    @abstractmethod
+    def end_session(self, session_id: str, end_reason: str) -> None:
+        """Stamp ``ended_at`` and ``end_reason``."""
+
+    @abstractmethod
+    def reopen_session(self, session_id: str) -> None:
+        """Clear ``ended_at`` and ``end_reason`` (the session is resumed)."""
+
+    @abstractmethod
+    def list_sessions(
+        self,
+        *,
+        source: str | None = None,
+        exclude_sources: list[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        roots_only: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Newest first, with ``preview`` and ``last_active``; by default one row per
+        logical conversation (compression children folded into their root)."""
+
+    @abstractmethod
+    def resolve_session(self, ref: str) -> str | None:
+        """An exact id, a unique id prefix or a title (newest ``title #N`` wins)."""
+
+    @abstractmethod
+    def set_title(self, session_id: str, title: str | None) -> None:
+        """Set a unique title (``ValueError`` if taken by another session)."""
+
+    @abstractmethod
+    def next_title_in_lineage(self, title: str) -> str:
+        """``title`` if unused, else ``title #N`` with the next free N."""
+
+    @abstractmethod
+    def lineage_root(self, session_id: str) -> str:
+        """Follow ``parent_session_id`` up to the root (cycle-safe)."""
+
+    @abstractmethod
+    def compression_tip(self, session_id: str) -> str:
+        """Follow compression continuations forward to the live session (cycle-safe)."""
+
+    @abstractmethod
+    def update_token_counts(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Add one call's usage to the session's totals."""
+
+    @abstractmethod
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its messages; ``False`` if there was none."""
+
+    @abstractmethod
+    def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
+        """Delete ended sessions older than the cut-off; returns how many."""
+
+    # messages
+    @abstractmethod
+    def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str | None = None,
+        *,
+        tool_name: str | None = None,
+        tool_calls: list[dict] | None = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        timestamp: float | None = None,
+    ) -> int:
+        """Append one message and return its id. Never loses a message under contention."""
+
+    @abstractmethod
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Every stored message of one session, oldest first."""
+
+    def get_conversation(self, session_id: str) -> list[Message]:
+        """The session's messages as an OpenAI-style transcript."""
+        out: list[Message] = []
+        for row in self.get_messages(session_id):
+            msg: Message = {"role": row["role"], "content": row.get("content")}
+            if row.get("tool_calls"):
+                msg["tool_calls"] = row["tool_calls"]
+            if row.get("tool_call_id"):
+                msg["tool_call_id"] = row["tool_call_id"]
+            if row.get("tool_name") and row["role"] == "tool":
+                msg["name"] = row["tool_name"]
+            out.append(msg)
+        return out
+
+    @abstractmethod
+    def search_messages(
+        self,
+        query: str,
+        *,
+        source_filter: list[str] | None = None,
+        exclude_sources: list[str] | None = None,
+        role_filter: list[str] | None = None,
+        session_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Full-text search. Accepts any string and never raises. Each hit has
+        ``id``, ``session_id``, ``role``, ``snippet``, ``timestamp``, ``source``,
+        ``context`` (the neighbouring messages) and ``mode`` (how it matched)."""
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,262 @@
+"""The :class:`Kernel`: home, config, plugins, registries and selection."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import hookspecs
+from .config import Config, load_dotenv, resolve_home
+from .errors import ConflictError, UnknownPluginError
+from .manager import (
+    SOURCE_REGISTERED,
+    HermesPluginManager,
+    LoadSwitches,
+    PluginFailure,
+    PluginRecord,
+)
+from .registry import KINDS, SELECTION_KEYS, Registries, make_register
+
+log = logging.getLogger("hermes")
+
+#: The package whose ``DEFAULT_PLUGINS`` the kernel registers. Named, never imported at
+#: module level: the kernel does not depend on its plugins.
+DEFAULT_PLUGIN_PACKAGE = "hermes.plugins"
+
+_REGISTRATION = {
+    "hermes_register_llm_clients": "llm_clients",
+    "hermes_register_session_stores": "session_stores",
+    "hermes_register_memory_providers": "memory_providers",
+    "hermes_register_context_engines": "context_engines",
+    "hermes_register_prompt_layers": "prompt_layers",
+    "hermes_register_tools": "tools",
+}
+
+
+class Kernel:
+    """One Hermes instance: its home, config, plugin manager and registries.
+
+    ``Kernel(config=None, home=None, *, autoload=True)`` resolves ``HERMES_HOME``, loads
+    ``config.yaml`` (``config`` overrides it), registers the default plugins, loads entry
+    points and local plugins (when ``autoload``), fills the registries and checks the
+    configured selections. Build as many as you like; nothing is global.
+
+    Keyword switches mirror the environment variables: ``load_plugins`` (like
+    ``HERMES_LOAD_PLUGINS``), ``disable_plugins`` (``HERMES_DISABLE_PLUGINS``),
+    ``safe_mode`` (``HERMES_NO_PLUGINS``), ``strict`` (``HERMES_STRICT_PLUGINS``),
+    ``trace`` (``HERMES_TRACE_PLUGINS``). ``defaults=False`` skips the default plugins
+    (tests that want a bare kernel). ``check_selection=False`` lets commands that must
+    always work (``plugins list``, ``doctor``) start even when config names a missing
+    plugin; :attr:`selection_errors` then says what is wrong.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        home: str | os.PathLike[str] | None = None,
+        *,
+        autoload: bool = True,
+        defaults: bool = True,
+        plugins: Iterable[Any] = (),
+        load_plugins: Iterable[str] | None = None,
+        disable_plugins: Iterable[str] = (),
+        safe_mode: bool | None = None,
+        strict: bool | None = None,
+        trace: bool | None = None,
+        check_selection: bool = True,
+    ):
+        self.home: Path = resolve_home(home)
+        load_dotenv(self.home / ".env")
+        self.config: Config = Config.load(self.home, config)
+
+        switches = LoadSwitches.from_env()
+        if load_plugins is not None:
+            switches.only = set(load_plugins)
+        switches.disabled_by_config = set(self.config.get("plugins.disabled") or [])
+        switches.disabled |= set(disable_plugins) | switches.disabled_by_config
+        if safe_mode is not None:
+            switches.safe_mode = safe_mode
+        if strict is not None:
+            switches.strict = strict
+        if trace is not None:
+            switches.trace = trace
+
+        self.pm = HermesPluginManager(switches)
+        self.registries = Registries()
+        self.selection_errors: list[UnknownPluginError] = []
+        self._instances: dict[str, Any] = {}
+
+        if defaults:
+            package = importlib.import_module(DEFAULT_PLUGIN_PACKAGE)
+            self.pm.load_defaults(getattr(package, "DEFAULT_PLUGINS", ()))
+        for plugin in plugins:
+            self.pm.add_plugin(plugin, _plugin_name(plugin), source=SOURCE_REGISTERED)
+        if autoload:
+            self.pm.load_entrypoints()
+            self.pm.load_local(self.home / "plugins")
+        self._fill_registries()
+        self._check_selection(raise_errors=check_selection)
+
+    # -- plugins ----------------------------------------------------------------------
+
+    def register_plugin(self, plugin: Any, name: str | None = None) -> PluginRecord:
+        """Add a plugin after boot (tests, embedding applications) and register what it
+        provides. Returns its record; a failure is recorded as for any plugin."""
+        name = name or _plugin_name(plugin)
+        record = self.pm.add_plugin(plugin, name, source=SOURCE_REGISTERED)
+        if record.status == "active":
+            self._register_from(name)
+        return record
+
+    def unregister_plugin(self, name: str) -> None:
+        """Remove a plugin and everything it registered."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin=plugin, name=name)
+        self.registries.remove_plugin(name)
+        self.pm.records.pop(name, None)
+        self._instances.clear()
+
+    @property
+    def plugins(self) -> list[PluginRecord]:
+        """Every plugin the kernel knows of (active, blocked or failed)."""
+        for record in self.pm.records.values():
+            if record.status == "active":
+                record.registered = self.registries.registered_by(record.name)
+        return list(self.pm.records.values())
+
+    @property
+    def failures(self) -> list[PluginFailure]:
+        """Plugins that failed to load or register."""
+        return self.pm.failures
+
+    def _fill_registries(self) -> None:
+        for hook_name in hookspecs.REGISTRATION_HOOKS:
+            self._call_registration(hook_name)
+
+    def _register_from(self, plugin_name: str) -> None:
+        for hook_name in hookspecs.REGISTRATION_HOOKS:
+            self._call_registration(hook_name, only=plugin_name)
+
+    def _call_registration(self, hook_name: str, only: str | None = None) -> None:
+        """Call one registration hook implementation by implementation, in registration
+        order (defaults first), handing each a ``register`` bound to its plugin's name."""
+        registry = getattr(self.registries, _REGISTRATION[hook_name])
+        is_tools = hook_name == "hermes_register_tools"
+        caller = getattr(self.pm.hook, hook_name)
+        for impl in reversed(caller.get_hookimpls()):
+            name = impl.plugin_name
+            if only is not None and name != only:
+                continue
+            kwargs = {"register": make_register(registry, name, tools=is_tools)}
+            try:
+                impl.function(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+            except Exception as exc:
+                # Roll back everything this plugin registered, then record the failure.
+                self.registries.remove_plugin(name)
+                record = self.pm.records.get(name)
+                if record is None:
+                    raise
+                conflict = isinstance(exc, ConflictError)
+                self.pm.record_failure(record, exc, "register (name conflict)" if conflict else "register")
+
+    # -- selection --------------------------------------------------------------------
+
+    def selected(self, kind: str) -> str:
+        """The configured name for a selectable kind (``context-engine`` …)."""
+        return str(self.config.get(SELECTION_KEYS[kind]) or "")
+
+    def _check_selection(self, *, raise_errors: bool) -> None:
+        self.selection_errors = []
+        for kind, key in SELECTION_KEYS.items():
+            name = self.config.get(key)
+            if not name:
+                continue  # e.g. memory.provider "" = built-in memory only
+            registry = self.registries.by_kind(kind)
+            if name not in registry:
+                self.selection_errors.append(UnknownPluginError(kind, name, registry.names(), setting=key))
+        if raise_errors and self.selection_errors:
+            raise self.selection_errors[0]
+
+    def create(self, kind: str, name: str | None = None) -> Any:
+        """A new instance of the named (or configured) component of ``kind``."""
+        registry = self.registries.by_kind(kind)
+        setting = SELECTION_KEYS.get(kind, "")
+        if name is None:
+            name = self.selected(kind)
+        return registry.get(name, setting=setting if name == self.selected(kind) else "").build(self)
+
+    def shared(self, kind: str, name: str | None = None) -> Any:
+        """One instance per kernel of the named (or configured) component, built on first
+        use (session stores, LLM clients)."""
+        key = f"{kind}:{name or self.selected(kind)}"
+        if key not in self._instances:
+            self._instances[key] = self.create(kind, name)
+        return self._instances[key]
+
+    @property
+    def session_store(self) -> Any:
+        """The selected :class:`hermes.SessionStore`, shared by everything in this kernel."""
+        return self.shared("session-store")
+
+    def llm_client(self, name: str | None = None) -> Any:
+        """The LLM client registered as ``name`` (default ``model.provider``)."""
+        return self.shared("llm", name)
+
+    def tools(self) -> list[Any]:
+        """Every registered :class:`hermes.Tool` whose availability check passes."""
+        out = []
+        for entry in self.registries.tools:
+            tool = entry.factory
+            check = getattr(tool, "available", None)
+            try:
+                if check is None or check():
+                    out.append(tool)
+            except Exception as exc:  # a broken check hides the tool, it never breaks a turn
+                log.warning("tool %s availability check failed: %s", tool.name, exc)
+        return out
+
+    def plugin_config(self, name: str) -> dict[str, Any]:
+        """The ``plugins.<name>`` section of the config, references resolved."""
+        return self.config.plugin(name)
+
+    # -- events -----------------------------------------------------------------------
+
+    def emit(self, hook_name: str, **kwargs: Any) -> None:
+        """Fan an event hook out to every plugin; one failing observer never breaks the
+        caller (the error is logged once per plugin and hook)."""
+        if hook_name not in hookspecs.EVENT_HOOKS:
+            raise ValueError(f"{hook_name!r} is not an event hook; choose one of {hookspecs.EVENT_HOOKS}")
+        self.pm.emit(hook_name, **kwargs)
+
+    def close(self) -> None:
+        """Release shared instances (database connections, HTTP clients)."""
+        for instance in self._instances.values():
+            close = getattr(instance, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as exc:  # closing must never fail the caller
+                    log.debug("closing %r failed: %s", instance, exc)
+        self._instances.clear()
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Kernel home={str(self.home)!r} plugins={len(self.pm.records)}>"
+
+
+def _plugin_name(plugin: Any) -> str:
+    name = getattr(plugin, "__name__", None) or getattr(plugin, "name", None)
+    return str(name or f"{type(plugin).__name__}-{id(plugin):x}")
+
+
+__all__ = ["Kernel", "KINDS"]

@@ -1,0 +1,80 @@
+"""pytest fixtures for Hermes and its plugins (entry point ``pytest11``).
+
+Import-light on purpose: every pytest run in an environment with Hermes installed loads
+this module, so Hermes itself is imported only inside the fixtures.
+
+Fixtures:
+
+* ``hermes_home`` — a fresh, empty Hermes home in a temporary directory.
+* ``kernel`` — a :class:`hermes.Kernel` on that home with the default plugins and
+  autoload off (no entry points, no local plugins).
+* ``kernel_factory`` — builds more kernels on the same home: ``kernel_factory(config={...})``.
+* ``register_plugin`` — ``register_plugin(obj, name=None, kernel=None)`` adds a plugin to
+  the kernel and removes it at teardown.
+* ``hook_recorder`` — a :class:`hermes.testing.HookRecorder` on the ``kernel`` fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def hermes_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    for var in ("HERMES_LOAD_PLUGINS", "HERMES_DISABLE_PLUGINS", "HERMES_NO_PLUGINS",
+                "HERMES_STRICT_PLUGINS", "HERMES_TRACE_PLUGINS"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def kernel_factory(hermes_home: Path) -> Iterator[Any]:
+    from hermes import Kernel
+
+    kernels: list[Any] = []
+
+    def make(config: dict | None = None, **kwargs: Any) -> Any:
+        kwargs.setdefault("autoload", False)
+        kwargs.setdefault("check_selection", False)
+        k = Kernel(config=config, home=kwargs.pop("home", hermes_home), **kwargs)
+        kernels.append(k)
+        return k
+
+    yield make
+    for k in kernels:
+        k.close()
+
+
+@pytest.fixture
+def kernel(kernel_factory: Any) -> Any:
+    return kernel_factory()
+
+
+@pytest.fixture
+def register_plugin(kernel: Any) -> Iterator[Any]:
+    added: list[tuple[Any, str]] = []
+
+    def register(plugin: Any, name: str | None = None, kernel: Any = kernel) -> Any:
+        record = kernel.register_plugin(plugin, name)
+        added.append((kernel, record.name))
+        return record
+
+    yield register
+    for k, name in reversed(added):
+        k.unregister_plugin(name)
+
+
+@pytest.fixture
+def hook_recorder(kernel: Any) -> Iterator[Any]:
+    from hermes.testing import HookRecorder
+
+    recorder = HookRecorder(kernel)
+    yield recorder
+    recorder.close()

@@ -1,0 +1,11 @@
+"""Hermes' default plugins.
+
+Each is an ordinary module of ``@hermes.hookimpl`` functions that imports only the public
+names of :mod:`hermes`, exactly as a third-party plugin would. The kernel registers the
+modules listed in :data:`DEFAULT_PLUGINS` through the same path as entry-point plugins,
+so any of them can be blocked (``hermes plugins disable NAME``).
+"""
+
+#: ``(plugin name, module)`` pairs, in registration order.
+DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
+)
