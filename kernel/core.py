@@ -203,9 +203,38 @@ class Kernel:
         """The selected :class:`hermes.SessionStore`, shared by everything in this kernel."""
         return self.shared("session-store")
 
-    def llm_client(self, name: str | None = None) -> Any:
-        """The LLM client registered as ``name`` (default ``model.provider``)."""
-        return self.shared("llm", name)
+    def llm_client(
+        self, name: str | None = None, *, base_url: str | None = None, api_key: str | None = None
+    ) -> Any:
+        """The LLM client registered as ``name`` (default ``model.provider``), shared per
+        ``(name, base_url, api_key)``. Client factories are called as
+        ``factory(kernel, base_url=..., api_key=...)``; ``None`` means "from the ``model``
+        section of the config, else the SDK's usual environment variables"."""
+        name = name or self.selected("llm")
+        key = f"llm:{name}:{base_url}:{api_key}"
+        if key not in self._instances:
+            setting = "model.provider" if name == self.selected("llm") else ""
+            entry = self.registries.llm_clients.get(name, setting=setting)
+            self._instances[key] = entry.factory(self, base_url=base_url, api_key=api_key)
+        return self._instances[key]
+
+    def auxiliary(self, task: str) -> tuple[Any, str] | None:
+        """``(client, model)`` for an auxiliary task (``compression``,
+        ``session_search``): ``auxiliary.<task>.*`` when configured, else the main model.
+        ``None`` when no client can be built (unknown provider, broken config)."""
+        section = self.config.section(f"auxiliary.{task}")
+        provider = section.get("provider") or self.selected("llm")
+        model = section.get("model") or self.config.get("model.name")
+        if section.get("provider"):
+            base_url, api_key = section.get("base_url"), section.get("api_key")
+        else:
+            base_url = section.get("base_url") or None
+            api_key = section.get("api_key") or None
+        try:
+            return self.llm_client(provider, base_url=base_url, api_key=api_key), str(model)
+        except Exception as exc:  # the caller falls back (raw snippets, local summary)
+            log.warning("no auxiliary model for %s: %s", task, exc)
+            return None
 
     def tools(self) -> list[Any]:
         """Every registered :class:`hermes.Tool` whose availability check passes."""
