@@ -477,6 +477,25 @@ def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
     return lines
 
 
+@cli.command()
+@click.option("-c", "--continue", "resume", is_flag=True, help="Resume the latest session.")
+@click.option("-q", "--query", metavar="TEXT", help="Answer one message and exit (scriptable).")
+@click.option("--model", help="Model name (overrides model.name).")
+@click.option("--provider", help="LLM client (overrides model.provider): anthropic, openai, …")
+@click.option("--base-url", help="API base URL, e.g. a local OpenAI-compatible server.")
+@pass_state
+def chat(state: CLIState, resume: bool, query: str | None, model: str | None,
+         provider: str | None, base_url: str | None) -> None:
+    """Chat with the agent in the terminal (or answer one message with -q)."""
+    from .errors import LLMAuthError
+    from .runtime.chat import main_error, run_chat
+
+    try:
+        run_chat(state, resume=resume, query=query, model=model, provider=provider, base_url=base_url)
+    except LLMAuthError as exc:
+        main_error(exc)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``hermes`` console script."""
     try:
