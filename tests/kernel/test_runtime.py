@@ -1,0 +1,207 @@
+"""The turn loop, driven through the real OpenAI SDK against the loopback fake server."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+import hermes
+from hermes.runtime.agent import Agent, IterationBudget
+from hermes.testing.fakellm import Reply
+
+
+def last_user_text(req) -> str:
+    for msg in reversed(req.body.get("messages", [])):
+        if msg.get("role") == "user":
+            content = msg.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+@pytest.fixture
+def agent_factory(kernel_factory, fake_llm):
+    agents = []
+
+    def make(config=None, **kwargs):
+        cfg = fake_llm.config(provider="openai")
+        cfg.setdefault("memory", {})["nudge_interval"] = 0
+        for key, value in (config or {}).items():
+            cfg.setdefault(key, {}).update(value)
+        kernel = kernel_factory(config=cfg, check_selection=True)
+        agent = Agent(kernel, **kwargs)
+        agents.append(agent)
+        return agent
+
+    yield make
+    for agent in agents:
+        agent.close()
+
+
+def test_plain_answer_is_stored(agent_factory, fake_llm):
+    fake_llm.queue(Reply(text="Hello there."))
+    agent = agent_factory()
+    result = agent.run_turn("hi")
+    assert result.status == "ok"
+    assert result.answer == "Hello there."
+    stored = agent.store.get_conversation(agent.session_id)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[1]["content"] == "Hello there."
+    row = agent.store.get_session(agent.session_id)
+    assert row["system_prompt"] == agent.system_prompt
+    assert row["output_tokens"] > 0
+
+
+def test_tool_call_round_trip_and_unknown_tool(agent_factory, fake_llm, register_plugin):
+    seen = []
+
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(
+                name="lookup", schema={"description": "look up", "parameters": {
+                    "type": "object", "properties": {"key": {"type": "string"}}}},
+                handler=lambda args, ctx: (seen.append((args, ctx.session_id)) or json.dumps({"value": 42}))))
+
+    agent = agent_factory()
+    register_plugin(Plugin(), "lookup-plugin", kernel=agent.kernel)
+    fake_llm.queue(Reply(tool_calls=[{"name": "lookup", "arguments": {"key": "x"}},
+                                     {"name": "nope", "arguments": {}}]))
+    fake_llm.queue(Reply(text="It is 42."))
+    result = agent.run_turn("what is x?")
+    assert result.answer == "It is 42."
+    assert seen == [({"key": "x"}, agent.session_id)]
+    tool_msgs = [m for m in agent.messages if m["role"] == "tool"]
+    assert json.loads(tool_msgs[0]["content"]) == {"value": 42}
+    assert "Unknown tool" in json.loads(tool_msgs[1]["content"])["error"]
+    # the second request carried both tool results right after the assistant's calls
+    second = fake_llm.requests[-1].body["messages"]
+    roles = [m["role"] for m in second]
+    assert roles[-3:] == ["assistant", "tool", "tool"]
+
+
+def test_parallel_safe_batch_runs_concurrently(agent_factory, fake_llm, register_plugin):
+    barrier = threading.Barrier(2, timeout=10)
+
+    def wait(args, ctx):
+        barrier.wait()  # only returns if both calls run at the same time
+        return json.dumps({"ok": args["n"]})
+
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(name="slow", schema={"description": "s"}, handler=wait, parallel_safe=True))
+
+    agent = agent_factory()
+    register_plugin(Plugin(), "slow-plugin", kernel=agent.kernel)
+    fake_llm.queue(Reply(tool_calls=[{"name": "slow", "arguments": {"n": 1}},
+                                     {"name": "slow", "arguments": {"n": 2}}]))
+    fake_llm.queue(Reply(text="done"))
+    result = agent.run_turn("go")
+    assert result.answer == "done"
+    contents = [json.loads(m["content"]) for m in agent.messages if m["role"] == "tool"]
+    assert contents == [{"ok": 1}, {"ok": 2}]
+
+
+def test_tool_exception_becomes_json_error(agent_factory, fake_llm, register_plugin):
+    def boom(args, ctx):
+        raise RuntimeError("disk on fire")
+
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(name="boom", schema={"description": "b"}, handler=boom))
+
+    agent = agent_factory()
+    register_plugin(Plugin(), "boom-plugin", kernel=agent.kernel)
+    fake_llm.queue(Reply(tool_calls=[{"name": "boom", "arguments": {}}]))
+    fake_llm.queue(Reply(text="sorry"))
+    assert agent.run_turn("x").answer == "sorry"
+    tool = [m for m in agent.messages if m["role"] == "tool"][0]
+    assert "disk on fire" in json.loads(tool["content"])["error"]
+
+
+def test_failed_model_call_keeps_the_user_message(agent_factory, fake_llm):
+    agent = agent_factory(config={"model": {"max_retries": 0}})
+    fake_llm.queue(Reply(error=401))
+    result = agent.run_turn("remember this please")
+    assert result.status == "failed"
+    assert result.error
+    stored = agent.store.get_conversation(agent.session_id)
+    assert stored[0] == {"role": "user", "content": "remember this please"}
+
+
+def test_budget_nudges_go_inside_tool_results():
+    budget = IterationBudget(10)
+    nudges = []
+    for _ in range(10):
+        assert budget.consume()
+        nudges.append(budget.due_nudge())
+    assert not budget.consume()
+    texts = [n for n in nudges if n]
+    assert len(texts) == 2 and "70%" in texts[0] and "90%" in texts[1]
+
+
+def test_budget_exhaustion_stops_the_loop(agent_factory, fake_llm, register_plugin):
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(name="again", schema={"description": "a"},
+                                 handler=lambda a, c: json.dumps({"more": True})))
+
+    agent = agent_factory(config={"agent": {"max_iterations": 4}})
+    register_plugin(Plugin(), "again-plugin", kernel=agent.kernel)
+    fake_llm.handler = lambda req: Reply(tool_calls=[{"name": "again", "arguments": {}}])
+    result = agent.run_turn("loop forever")
+    assert result.status == "budget_exhausted"
+    assert result.api_calls == 4
+    tool_results = [json.loads(m["content"]) for m in agent.messages if m["role"] == "tool"]
+    assert any("_budget_warning" in r for r in tool_results)
+    # no new message was invented for the nudge: every tool message answers a call
+    call_ids = {c["id"] for m in agent.messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
+    assert {m["tool_call_id"] for m in agent.messages if m["role"] == "tool"} <= call_ids
+
+
+def test_delegate_task_runs_a_child_session_sharing_the_budget(agent_factory, fake_llm):
+    def handler(req):
+        text = last_user_text(req)
+        if "count the files" in text and "Context from the parent" not in text and req.body["messages"][-1]["role"] == "user":
+            return Reply(tool_calls=[{"name": "delegate_task", "arguments": {"task": "count the files", "context": "in /tmp"}}])
+        if "Context from the parent" in text:
+            return Reply(text="there are 3 files")
+        return Reply(text="The sub-agent says 3.")
+
+    fake_llm.handler = handler
+    agent = agent_factory()
+    result = agent.run_turn("please count the files")
+    assert result.answer == "The sub-agent says 3."
+    tool = [m for m in agent.messages if m["role"] == "tool"][0]
+    payload = json.loads(tool["content"])
+    assert payload["answer"] == "there are 3 files"
+    child = agent.store.get_session(payload["session_id"])
+    assert child["parent_session_id"] == agent.session_id
+    assert child["end_reason"] == "delegation"
+    assert agent.budget.used == 3  # parent 2 calls + child 1 call, one shared budget
+    # the child was not offered delegate_task itself
+    child_req = [r for r in fake_llm.requests if "Context from the parent" in last_user_text(r)][0]
+    assert "delegate_task" not in json.dumps(child_req.body.get("tools", []))
+
+
+def test_context_length_error_compacts_and_retries(agent_factory, fake_llm):
+    agent = agent_factory(config={"model": {"max_retries": 0}})
+    for i in range(6):
+        fake_llm.queue(Reply(text=f"answer {i}"))
+        agent.run_turn(f"question {i} " + "filler " * 50)
+    first_session = agent.session_id
+    fake_llm.queue(Reply(error="context_length"))
+    # The agent's own calls carry tools; the summarizer's call does not.
+    fake_llm.handler = lambda req: (Reply(text="final after compaction") if req.body.get("tools")
+                                    else Reply(text="## Goal\nsummary of earlier work"))
+    result = agent.run_turn("question 6")
+    assert result.status == "ok", result.error
+    assert result.compacted
+    assert agent.session_id != first_session
+    old = agent.store.get_session(first_session)
+    assert old["end_reason"] == "compression"
+    assert agent.store.get_session(agent.session_id)["parent_session_id"] == first_session
