@@ -42,6 +42,7 @@ from .errors import (
 )
 from .hookspecs import hookimpl
 from .manager import PluginFailure, PluginRecord
+from .safety import Threat, scan_for_threats
 from .util import atomic_write_text, estimate_messages_tokens, estimate_tokens, file_lock, is_cjk
 
 __version__ = "0.1.0"
@@ -81,6 +82,7 @@ __all__ = [
     "StreamEvent",
     "Tool",
     "ToolContext",
+    "Threat",
     "TurnEvent",
     "UnknownPluginError",
     "Usage",
@@ -91,4 +93,5 @@ __all__ = [
     "file_lock",
     "hookimpl",
     "is_cjk",
+    "scan_for_threats",
 ]
