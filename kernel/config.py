@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
         "max_tokens": None,
         "timeout": 600.0,
         "max_retries": 3,
+        "retry_base_delay": 1.0,
     },
     "auxiliary": {
         "compression": {"provider": None, "model": None, "base_url": None, "api_key": None},
@@ -104,6 +105,8 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "agent.max_parallel_tools": (lambda v: 1 <= v <= 64, "a number from 1 to 64"),
     "prompt.context_file_max_chars": (lambda v: v >= 100, "at least 100 characters"),
     "model.context_length": (lambda v: v >= 1024, "a context window of at least 1024 tokens"),
+    "model.max_retries": (lambda v: 0 <= v <= 20, "a number of retries from 0 to 20"),
+    "model.retry_base_delay": (lambda v: v >= 0, "a delay in seconds, 0 or more (e.g. 1.0)"),
 }
 
 
@@ -120,6 +123,9 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """
     raw = home if home is not None else os.environ.get("HERMES_HOME") or "~/.hermes"
     path = Path(raw).expanduser()
+    if path.exists() and not path.is_dir():
+        raise HomeError(f"HERMES_HOME {str(path)!r} is a file, not a directory. "
+                        "Set HERMES_HOME to a directory (it is created when missing).")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -196,6 +202,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     """A copy of ``base`` with ``override`` merged in, recursively for mappings."""
     out = copy.deepcopy(dict(base))
     for key, value in override.items():
+        if value is None and isinstance(out.get(key), Mapping):
+            continue  # `memory:` with every key commented out: an empty section
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and not _is_ref(value):
             out[key] = deep_merge(out[key], value)
         else:
@@ -223,21 +231,29 @@ def _validate(data: Mapping[str, Any], defaults: Mapping[str, Any], prefix: str,
     for key, value in data.items():
         path = f"{prefix}{key}"
         if not isinstance(key, str):
-            raise ConfigError(f"{where}key {key!r} under {prefix[:-1] or 'the top level'} must be a string", path=path, file=file)
+            raise ConfigError(f"{where}key {key!r} under {prefix[:-1] or 'the top level'} must be "
+                              f"a string. Quote it in the file.", path=path, file=file)
+        if prefix == "plugins.":
+            _check_plugins_key(path, key, value, where, file)
+            continue
         if prefix[:-1] in _FREE_SECTIONS:
             continue
         if key not in defaults:
+            if not prefix:
+                # Unknown top-level sections are kept (other tools share config.yaml);
+                # `hermes config validate` warns about them (unknown_sections).
+                continue
             known = list(defaults)
             hint = difflib.get_close_matches(key, known, n=1)
             extra = f" Did you mean {hint[0]!r}?" if hint else f" Known keys: {', '.join(known)}."
-            if not prefix:
-                # Unknown top-level sections are kept (other tools share config.yaml).
-                continue
             raise ConfigError(f"{where}{path}: unknown key.{extra}", path=path, file=file)
-        if _is_ref(value):
-            continue
         default = defaults[key]
+        if _is_ref(value):
+            _check_ref(path, value, default, where, file)
+            continue
         if isinstance(default, dict):
+            if value is None:
+                continue  # an empty section (every key commented out)
             if not isinstance(value, Mapping):
                 raise ConfigError(
                     f"{where}{path}: expected a mapping of settings, got {value!r}.", path=path, file=file
@@ -245,6 +261,43 @@ def _validate(data: Mapping[str, Any], defaults: Mapping[str, Any], prefix: str,
             _validate(value, default, f"{path}.", file)
             continue
         _check_scalar(path, value, default, where, file)
+
+
+def _check_plugins_key(path: str, key: str, value: Any, where: str, file: str | None) -> None:
+    """``plugins.disabled`` is a list of plugin names; ``plugins.<name>`` a mapping."""
+    if key == "disabled":
+        if value is None:
+            return
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{where}{path}: expected a list of plugin names, e.g. [lcm, mem0], "
+                              f"got {value!r}.", path=path, file=file)
+        return
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(f"{where}{path}: expected a mapping of the plugin's settings "
+                          f"(plugins.{key}.<setting>: value), got {value!r}.", path=path, file=file)
+
+
+def _check_ref(path: str, value: Mapping[str, Any], default: Any, where: str, file: str | None) -> None:
+    """``{$env: VAR}`` / ``{$file: path}`` stand for one scalar value."""
+    kind, target = next(iter(value.items()))
+    if isinstance(default, (dict, list)):
+        raise ConfigError(f"{where}{path}: a {kind} reference can stand only for a single value, "
+                          f"not a {'section' if isinstance(default, dict) else 'list'}.",
+                          path=path, file=file)
+    if not isinstance(target, str) or not target:
+        what = "an environment variable name" if kind == "$env" else "a file path"
+        raise ConfigError(f"{where}{path}: {kind} expects {what}, got {target!r}.", path=path, file=file)
+
+
+def unknown_sections(data: Mapping[str, Any]) -> list[str]:
+    """Top-level sections of user config that Hermes does not know, each with a hint
+    (they are kept, as other tools may share the file, but are usually typos)."""
+    out = []
+    for key in data:
+        if isinstance(key, str) and key not in DEFAULTS:
+            hint = difflib.get_close_matches(key, list(DEFAULTS), n=1)
+            out.append(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+    return out
 
 
 def _check_scalar(path: str, value: Any, default: Any, where: str, file: str | None) -> None:
@@ -259,6 +312,9 @@ def _check_scalar(path: str, value: Any, default: Any, where: str, file: str | N
             f"{where}{path}: expected {_type_name(types)}, got {value!r} ({type(value).__name__}).",
             path=path, file=file,
         )
+    if isinstance(default, list) and not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}{path}: expected a list of names (strings), got {value!r}.",
+                          path=path, file=file)
     if path in _CHOICES and value not in _CHOICES[path]:
         choices = ", ".join(map(str, _CHOICES[path]))
         raise ConfigError(f"{where}{path}: {value!r} is not one of {choices}.", path=path, file=file)

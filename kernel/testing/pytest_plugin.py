@@ -12,6 +12,8 @@ Fixtures:
 * ``register_plugin`` — ``register_plugin(obj, name=None, kernel=None)`` adds a plugin to
   the kernel and removes it at teardown.
 * ``hook_recorder`` — a :class:`hermes.testing.HookRecorder` on the ``kernel`` fixture.
+* ``fake_llm`` — a started :class:`hermes.testing.fakellm.FakeLLMServer` (loopback), stopped
+  at teardown; ``fake_llm.config(provider=...)`` points a kernel's main model at it.
 """
 
 from __future__ import annotations
@@ -78,3 +80,11 @@ def hook_recorder(kernel: Any) -> Iterator[Any]:
     recorder = HookRecorder(kernel)
     yield recorder
     recorder.close()
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[Any]:
+    from hermes.testing.fakellm import FakeLLMServer
+
+    with FakeLLMServer() as server:
+        yield server
