@@ -4,6 +4,10 @@ The root group boots a kernel lazily: ``hermes --version`` loads no plugin, and 
 kernel that collects plugin commands (``hermes_register_commands``) is built without
 strict mode and without checking selections, so that a broken plugin or a config naming a
 missing one can never lock a user out of ``plugins list``, ``uninstall`` or ``doctor``.
+
+Plugins add commands with ``@hermes.hookimpl def hermes_register_commands(cli)`` and use
+:func:`pass_state` (the :class:`CLIState` of the invocation: ``state.kernel()``,
+``state.strict_kernel()``) and :func:`echo_json` from here.
 """
 
 from __future__ import annotations
@@ -19,25 +23,26 @@ import click
 from . import __version__
 from .errors import HermesError
 
-# Commands that must work with broken plugins, even in strict mode.
-_ALWAYS_WORK = {"plugins", "doctor", "config", "version"}
-
 
 class CLIState:
     """Options of the root group and the kernel built from them (once per invocation)."""
 
     def __init__(self, home: str | None, no_plugins: bool, disable: tuple[str, ...],
                  load: tuple[str, ...] | None, strict: bool, trace: bool):
+        from .manager import truthy
+
         self.home = home
         self.no_plugins = no_plugins
         self.disable = disable
         self.load = load
-        self.strict = strict or os.environ.get("HERMES_STRICT_PLUGINS", "").lower() in ("1", "true", "yes", "on")
+        self.strict = strict or truthy(os.environ.get("HERMES_STRICT_PLUGINS"))
         self.trace = trace
         self._kernel: Any = None
 
     def kernel(self) -> Any:
-        """The kernel of this invocation (lenient: failures recorded, selection unchecked)."""
+        """The kernel of this invocation (lenient: failures recorded, selection unchecked,
+        strict mode ignored), so that listing, inspecting and removing plugins always
+        works."""
         if self._kernel is None:
             from .core import Kernel
 
@@ -57,70 +62,88 @@ class CLIState:
         or when config selects something no plugin registered."""
         kernel = self.kernel()
         if self.strict and kernel.failures:
-            raise HermesError(kernel.failures[0].line())
+            raise HermesError(f"strict mode: {kernel.failures[0].line()}")
         if kernel.selection_errors:
             raise kernel.selection_errors[0]
         return kernel
 
 
+class HermesCLIError(click.ClickException):
+    """A :class:`HermesError` on its way out: one line on stderr, exit status 1."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"hermes: error: {self.message}", err=True)
+
+
 class HermesGroup(click.Group):
-    """A group that adds plugin commands the first time commands are listed or looked up."""
+    """The root group. Plugin commands are collected per invocation (never added to this
+    module-level group), the first time a command is looked up that is not built in or
+    the commands are listed; a plugin may neither replace a built-in command nor another
+    plugin's command."""
 
-    _plugins_added = False
-
-    def _add_plugin_commands(self, ctx: click.Context) -> None:
-        if self._plugins_added:
-            return
-        self._plugins_added = True
-        state = _state(ctx)
+    def _plugin_commands(self, ctx: click.Context) -> dict[str, click.Command]:
+        root = ctx.find_root()
+        commands: dict[str, click.Command] | None = root.meta.get("hermes.plugin_commands")
+        if commands is not None:
+            return commands
+        commands = root.meta["hermes.plugin_commands"] = {}
+        owners: dict[str, str] = {name: "hermes" for name in self.commands}
         try:
-            kernel = state.kernel()
+            kernel = _state(ctx).kernel()
         except HermesError as exc:
-            # A broken config or home must still leave `hermes config validate` usable.
+            # A broken config or home must still leave the built-in commands usable.
             click.echo(f"hermes: {exc}", err=True)
-            return
-        builtin = set(self.commands)
-        caller = kernel.pm.hook.hermes_register_commands
-        for impl in reversed(caller.get_hookimpls()):
-            before = set(self.commands)
+            return commands
+        for impl in kernel.pm.ordered_impls("hermes_register_commands"):
+            if kernel.pm.get_plugin(impl.plugin_name) is None:
+                continue
+            scratch = click.Group(self.name, commands={**self.commands, **commands})
+            kernel.pm.notify("hermes_register_commands", [impl], {"cli": scratch})
             try:
-                impl.function(**{k: self for k in impl.argnames if k == "cli"})
+                impl.function(**{k: scratch for k in impl.argnames if k == "cli"})
             except Exception as exc:
                 record = kernel.pm.records.get(impl.plugin_name)
-                for name in set(self.commands) - before:
-                    self.commands.pop(name, None)
                 if record is not None:
-                    try:
-                        kernel.pm.record_failure(record, exc, "register commands")
-                    except HermesError:
-                        pass
-            for name in set(self.commands) - before:
-                if name in builtin:
-                    click.echo(f"hermes: plugin {impl.plugin_name} tried to replace the built-in "
-                               f"command {name!r}; ignored", err=True)
+                    kernel.pm.record_failure(record, exc, "register commands")
+                continue
+            for name, command in scratch.commands.items():
+                known = self.commands.get(name) or commands.get(name)
+                if known is command:
+                    continue
+                if known is not None:
+                    click.echo(f"hermes: plugin {impl.plugin_name} tried to replace the command "
+                               f"{name!r} of {owners[name]}; ignored. Rename the plugin's "
+                               f"command.", err=True)
+                    continue
+                commands[name] = command
+                owners[name] = impl.plugin_name
+        return commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._add_plugin_commands(ctx)
-        return super().list_commands(ctx)
+        return sorted(set(self.commands) | set(self._plugin_commands(ctx)))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
-        if command is None:
-            self._add_plugin_commands(ctx)
-            command = super().get_command(ctx, cmd_name)
-        return command
+        return self.commands.get(cmd_name) or self._plugin_commands(ctx).get(cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HermesError as exc:
+            raise HermesCLIError(str(exc)) from exc
 
 
 def _state(ctx: click.Context) -> CLIState:
     root = ctx.find_root()
     if root.obj is None:
         p = root.params
-        root.obj = CLIState(p.get("home"), bool(p.get("no_plugins")), tuple(p.get("disable") or ()),
-                            _load_option(p.get("load")), bool(p.get("strict")), bool(p.get("trace")))
+        root.obj = CLIState(p.get("home"), bool(p.get("no_plugins")), _names(p.get("disable")) or (),
+                            _names(p.get("load")), bool(p.get("strict")), bool(p.get("trace")))
     return root.obj
 
 
-def _load_option(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
+def _names(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """Repeatable, comma-separated names; ``None`` when the option was not given (an
+    empty ``--load ''`` is ``()``: load no third-party plugin)."""
     if not values:
         return None
     names: list[str] = []
@@ -131,12 +154,13 @@ def _load_option(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
 
 def pass_state(f: Any) -> Any:
     """Decorator: give a command the :class:`CLIState` as its first argument."""
+    import functools
+
     @click.pass_context
+    @functools.wraps(f)
     def wrapper(ctx: click.Context, *args: Any, **kwargs: Any) -> Any:
         return ctx.invoke(f, _state(ctx), *args, **kwargs)
 
-    wrapper.__name__ = f.__name__
-    wrapper.__doc__ = f.__doc__
     return wrapper
 
 
@@ -149,14 +173,17 @@ def echo_json(data: Any) -> None:
 @click.version_option(__version__, "--version", "-V", prog_name="hermes",
                       message="%(prog)s %(version)s")
 @click.option("--home", envvar="HERMES_HOME", type=click.Path(file_okay=False),
-              help="Hermes home directory (default ~/.hermes).")
-@click.option("--no-plugins", is_flag=True, help="Safe mode: load no third-party or local plugin.")
+              help="Hermes home directory (default ~/.hermes; env HERMES_HOME).")
+@click.option("--no-plugins", is_flag=True,
+              help="Safe mode: load no third-party or local plugin (env HERMES_NO_PLUGINS=1).")
 @click.option("--disable", "-p", multiple=True, metavar="NAME",
-              help="Block a plugin (defaults included) for this run. Repeatable.")
+              help="Block a plugin, defaults included, for this run (env HERMES_DISABLE_PLUGINS). "
+                   "Repeatable or comma-separated.")
 @click.option("--load", multiple=True, metavar="NAMES",
-              help="Load only these third-party plugins (comma-separated). Repeatable.")
-@click.option("--strict", is_flag=True, help="Fail when a plugin fails to load.")
-@click.option("--trace", is_flag=True, help="Log every hook call to stderr.")
+              help="Load only these third-party plugins (env HERMES_LOAD_PLUGINS); '' loads none.")
+@click.option("--strict", is_flag=True,
+              help="Fail when a plugin fails to load (env HERMES_STRICT_PLUGINS=1).")
+@click.option("--trace", is_flag=True, help="Log every hook call to stderr (env HERMES_TRACE_PLUGINS=1).")
 @click.pass_context
 def cli(ctx: click.Context, **_: Any) -> None:
     """Hermes: memory and context management for LLM agents, built from plugins."""
@@ -206,7 +233,7 @@ def plugins_list(state: CLIState, as_json: bool, show_all: bool, hook: str | Non
 
 def _find_record(kernel: Any, name: str) -> Any:
     for record in kernel.plugins:
-        if record.name == name or (record.dist and record.dist.lower() == name.lower()):
+        if record.name == name or (record.dist and _canonical(record.dist) == _canonical(name)):
             return record
     known = ", ".join(sorted(r.name for r in kernel.plugins))
     raise HermesError(f"no plugin named {name!r}. Installed plugins: {known or '(none)'}")
@@ -238,8 +265,19 @@ def plugins_info(state: CLIState, name: str, as_json: bool) -> None:
 
 
 def _pip(args: list[str]) -> int:
-    """Run pip in the interpreter running Hermes, streaming its output (progress)."""
-    cmd = [sys.executable, "-m", "pip", *args]
+    """Run pip for the interpreter running Hermes, streaming its output (progress). An
+    environment without pip (made by uv) gets ``uv pip --python <interpreter>``."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pip") is not None:
+        cmd = [sys.executable, "-m", "pip", *args]
+    elif shutil.which("uv"):
+        # uv never prompts, and has no -y.
+        cmd = ["uv", "pip", args[0], "--python", sys.executable, *[a for a in args[1:] if a != "-y"]]
+    else:
+        raise HermesError(f"pip is not installed in Hermes' environment ({sys.executable}). "
+                          f"Run `{sys.executable} -m ensurepip` and try again.")
     click.echo("$ " + " ".join(cmd), err=True)
     return subprocess.call(cmd)
 
@@ -272,28 +310,40 @@ def plugins_install(specs: tuple[str, ...], editable: bool, upgrade: bool) -> No
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_state
 def plugins_uninstall(state: CLIState, names: tuple[str, ...], yes: bool) -> None:
-    """Uninstall plugin distributions by plugin or distribution name."""
-    kernel = state.kernel()
+    """Uninstall plugin distributions by plugin or distribution name.
+
+    Works with broken plugins and in safe mode; with a broken config.yaml the names are
+    taken as distribution names."""
+    try:
+        records = state.kernel().plugins
+    except HermesError as exc:
+        click.echo(f"hermes: {exc} (taking the names as distribution names)", err=True)
+        records = []
     dists: list[str] = []
     for name in names:
-        try:
-            record = _find_record(kernel, name)
-            dist = record.dist
-            if record.source == "default":
-                raise HermesError(f"{name!r} is a default plugin and ships with Hermes; "
-                                  f"use `hermes plugins disable {name}` instead.")
-        except HermesError:
-            if any(r.name == name and r.source == "default" for r in kernel.plugins):
-                raise
-            dist = name  # not loaded (blocked in safe mode, say): treat as a distribution name
-        if not dist:
-            raise HermesError(f"plugin {name!r} has no distribution to uninstall (source: local?).")
-        if dist.lower().replace("_", "-") == "hermes-kernel":
+        record = next((r for r in records if r.name == name), None) or next(
+            (r for r in records if r.dist and _canonical(r.dist) == _canonical(name)), None)
+        if record is not None and record.source == "default":
+            raise HermesError(f"{name!r} is a default plugin and ships with Hermes; "
+                              f"use `hermes plugins disable {name}` instead.")
+        if record is not None and record.source == "local":
+            raise HermesError(f"{name!r} is a local plugin: delete {record.path} to remove it, "
+                              f"or `hermes plugins disable {name}`.")
+        dist = record.dist if record is not None and record.dist else name
+        if _canonical(dist) == "hermes-kernel":
             raise HermesError("refusing to uninstall Hermes itself.")
-        dists.append(dist)
+        if dist not in dists:
+            dists.append(dist)
     code = _pip(["uninstall", *(["-y"] if yes else []), *dists])
     if code:
         raise HermesError(f"pip uninstall failed (exit {code}).")
+
+
+def _canonical(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @plugins.command("enable")
@@ -306,7 +356,9 @@ def plugins_enable(state: CLIState, name: str) -> None:
     kernel = state.kernel()
     disabled = [n for n in (kernel.config.raw("plugins.disabled") or []) if n != name]
     if disabled == list(kernel.config.raw("plugins.disabled") or []):
-        click.echo(f"{name} is not disabled in config.")
+        record = kernel.pm.records.get(name)
+        why = f" It is blocked by: {record.blocked_by}." if record and record.blocked_by else ""
+        click.echo(f"{name} is not disabled in config.{why}")
         return
     path = set_config_value(kernel.home, "plugins.disabled", disabled)
     click.echo(f"Enabled {name} ({path}).")
@@ -343,6 +395,7 @@ def plugins_select(state: CLIState, kind: str, name: str) -> None:
     kernel = state.kernel()
     registry = kernel.registries.by_kind(kind)
     if name not in registry:
+        # Refused before anything is written: config.yaml stays byte-identical.
         raise UnknownPluginError(kind, name, registry.names())
     key = SELECTION_KEYS[kind]
     path = set_config_value(kernel.home, key, name)
@@ -381,12 +434,21 @@ def config_show(state: CLIState, as_json: bool) -> None:
 @config.command("validate")
 @pass_state
 def config_validate(state: CLIState) -> None:
-    """Check config.yaml and the configured plugin selections."""
-    from .config import resolve_home
+    """Check config.yaml, its $env/$file references and the configured selections.
+
+    Exit status 0 when everything is usable, 1 otherwise; warnings (unknown top-level
+    sections, usually typos) do not fail."""
+    from .config import read_yaml, resolve_home, unknown_sections
 
     home = resolve_home(state.home)
-    kernel = state.kernel()  # raises ConfigError with the key path when invalid
+    kernel = state.kernel()  # raises ConfigError with the file, line or key path
+    for section in unknown_sections(read_yaml(home / "config.yaml")):
+        click.echo(f"warning: unknown top-level section {section}; Hermes ignores it.", err=True)
     problems = [str(e) for e in kernel.selection_errors]
+    try:
+        kernel.config.as_dict(resolve=True)
+    except HermesError as exc:
+        problems.append(str(exc))
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
     if problems:
@@ -497,9 +559,10 @@ def chat(state: CLIState, resume: bool, query: str | None, model: str | None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``hermes`` console script."""
+    """Entry point of the ``hermes`` console script: user errors are one line on stderr
+    and exit status 1; a traceback means a bug."""
     try:
-        cli.main(args=argv, prog_name="hermes", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="hermes", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -516,6 +579,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)  # ctx.exit(N) in standalone_mode=False comes back as a return value
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -491,10 +491,7 @@ def _edit_text(text: str, keys: list[str], value: Any) -> str | None:
                     break
             block_end += 1
         if depth == len(keys) - 1:
-            comment = ""
-            stripped = rest.strip()
-            if "#" in rest and not stripped.startswith(("'", '"', "[", "{")):
-                comment = "  #" + rest.split("#", 1)[1]
+            comment = _trailing_comment(rest)
             lines[found] = f"{m.group('indent')}{m.group('key')}: {_scalar(value)}{comment}"
             # Drop an old block value (nested mapping or block list) under the key.
             tail = block_end
@@ -508,35 +505,54 @@ def _edit_text(text: str, keys: list[str], value: Any) -> str | None:
     return None
 
 
+def _trailing_comment(rest: str) -> str:
+    """The ``  # comment`` after a value on a ``key: value`` line, or ``""``. A ``#``
+    counts only where the text before it is complete YAML, so ``"a # b"`` is a value."""
+    for i, char in enumerate(rest):
+        if char != "#" or (i and rest[i - 1] not in " \t"):
+            continue
+        try:
+            yaml.safe_load(rest[:i] or "null")
+        except yaml.YAMLError:
+            continue
+        return "  " + rest[i:].rstrip()
+    return ""
+
+
 def set_config_value(home: Path, path: str, value: Any) -> Path:
     """Set dotted ``path`` to ``value`` in ``home/config.yaml``.
 
     Comments and key order are kept by editing lines in place; the file is replaced
-    atomically and re-read to check the edit, falling back to a full rewrite only when
-    the layout is too unusual to edit. The result is validated before it is written, so
-    a bad value never reaches the file.
+    atomically (a symlinked config.yaml stays a symlink: its target is replaced) and
+    re-read to check the edit, falling back to a full rewrite only when the layout is too
+    unusual to edit. The result is validated before anything is written, so a bad value,
+    or a file that is already malformed, leaves the file untouched. Concurrent writers
+    are serialized with a lock file.
     """
-    file = home / CONFIG_FILE
-    text = file.read_text(encoding="utf-8") if file.exists() else ""
-    current = read_yaml(file)
-    keys = path.split(".")
-    expected = copy.deepcopy(current)
-    node = expected
-    for key in keys[:-1]:
-        if not isinstance(node.get(key), dict):
-            node[key] = {}
-        node = node[key]
-    node[keys[-1]] = value
-    validate(expected, file=str(file))
-    new_text = _edit_text(text, keys, value) if text.strip() else None
-    if new_text is not None:
-        try:
-            ok = (yaml.safe_load(new_text) or {}) == expected
-        except yaml.YAMLError:
-            ok = False
-        if not ok:
-            new_text = None
-    if new_text is None:
-        new_text = yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
-    atomic_write_text(file, new_text)
+    from .util import file_lock  # util imports this module
+
+    file = (home / CONFIG_FILE).resolve()
+    with file_lock(file):
+        text = file.read_text(encoding="utf-8") if file.exists() else ""
+        current = read_yaml(file)
+        keys = path.split(".")
+        expected = copy.deepcopy(current)
+        node = expected
+        for key in keys[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[keys[-1]] = value
+        validate(expected, file=str(file))
+        new_text = _edit_text(text, keys, value) if text.strip() else None
+        if new_text is not None:
+            try:
+                ok = (yaml.safe_load(new_text) or {}) == expected
+            except yaml.YAMLError:
+                ok = False
+            if not ok:
+                new_text = None
+        if new_text is None:
+            new_text = yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
+        atomic_write_text(file, new_text)
     return file

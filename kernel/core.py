@@ -11,7 +11,7 @@ from typing import Any
 
 from . import hookspecs
 from .config import Config, load_dotenv, resolve_home
-from .errors import ConflictError, UnknownPluginError
+from .errors import ConflictError, PluginError, UnknownPluginError
 from .manager import (
     SOURCE_REGISTERED,
     HermesPluginManager,
@@ -107,6 +107,9 @@ class Kernel:
         """Add a plugin after boot (tests, embedding applications) and register what it
         provides. Returns its record; a failure is recorded as for any plugin."""
         name = name or _plugin_name(plugin)
+        if name in self.pm.records:
+            raise PluginError(f"a plugin named {name!r} is already registered "
+                              f"({self.pm.records[name].source}); pass another name")
         record = self.pm.add_plugin(plugin, name, source=SOURCE_REGISTERED)
         if record.status == "active":
             self._register_from(name)
@@ -144,14 +147,18 @@ class Kernel:
 
     def _call_registration(self, hook_name: str, only: str | None = None) -> None:
         """Call one registration hook implementation by implementation, in registration
-        order (defaults first), handing each a ``register`` bound to its plugin's name."""
+        order (defaults first, so an established name is kept and the newcomer is the one
+        in conflict), handing each a ``register`` bound to its plugin's name."""
         registry = getattr(self.registries, _REGISTRATION[hook_name])
         is_tools = hook_name == "hermes_register_tools"
-        caller = getattr(self.pm.hook, hook_name)
-        for impl in reversed(caller.get_hookimpls()):
+        impls = [i for i in self.pm.ordered_impls(hook_name) if only is None or i.plugin_name == only]
+        if not impls:
+            return
+        self.pm.notify(hook_name, impls, {})
+        for impl in impls:
             name = impl.plugin_name
-            if only is not None and name != only:
-                continue
+            if self.pm.get_plugin(name) is None:
+                continue  # failed in an earlier registration hook and was unregistered
             kwargs = {"register": make_register(registry, name, tools=is_tools)}
             try:
                 impl.function(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
@@ -222,16 +229,13 @@ class Kernel:
         """``(client, model)`` for an auxiliary task (``compression``,
         ``session_search``): ``auxiliary.<task>.*`` when configured, else the main model.
         ``None`` when no client can be built (unknown provider, broken config)."""
-        section = self.config.section(f"auxiliary.{task}")
-        provider = section.get("provider") or self.selected("llm")
-        model = section.get("model") or self.config.get("model.name")
-        if section.get("provider"):
-            base_url, api_key = section.get("base_url"), section.get("api_key")
-        else:
-            base_url = section.get("base_url") or None
-            api_key = section.get("api_key") or None
         try:
-            return self.llm_client(provider, base_url=base_url, api_key=api_key), str(model)
+            section = self.config.section(f"auxiliary.{task}")
+            provider = section.get("provider") or self.selected("llm")
+            model = section.get("model") or self.config.get("model.name")
+            client = self.llm_client(provider, base_url=section.get("base_url") or None,
+                                     api_key=section.get("api_key") or None)
+            return client, str(model)
         except Exception as exc:  # the caller falls back (raw snippets, local summary)
             log.warning("no auxiliary model for %s: %s", task, exc)
             return None

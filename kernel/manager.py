@@ -2,21 +2,22 @@
 recorded failures and tracing.
 
 Every :class:`~hermes.Kernel` builds its own manager; nothing here is global. Default
-plugins go through the same ``register`` path as third-party ones, so they can be blocked
-the same way. A plugin that fails to import, names a hook that does not exist, or raises
-while registering is unregistered, recorded as a :class:`PluginFailure`, reported in one
-line on stderr, and the kernel goes on — unless strict mode asks for the exception.
+plugins go through the same ``add_plugin`` path as third-party ones, so they can be
+blocked the same way. A plugin that fails to import, names a hook that does not exist, or
+raises while registering is unregistered, recorded as a :class:`PluginFailure`, reported
+in one line on stderr, and the kernel goes on — unless strict mode asks for the exception.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -36,23 +37,33 @@ SOURCE_ENTRYPOINT = "entrypoint"
 SOURCE_LOCAL = "local"
 SOURCE_REGISTERED = "registered"  # added by code (tests, embedding applications)
 
+#: A hook-call monitor: ``monitor(hook_name, plugin_names, kwargs)``.
+Monitor = Callable[[str, list[str], dict[str, Any]], None]
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) collapsed to one space:
+    failure reports must stay on one line, whatever the exception said."""
+    return " ".join(str(text).split())
+
 
 @dataclass
 class PluginFailure:
-    """Why a plugin is not active: the exception and its formatted traceback."""
+    """Why a plugin is not active: the exception, its formatted traceback and the stage
+    (``load``, ``register``, ``register (name conflict)``, ``register commands``)."""
 
     name: str
     dist: str | None
     version: str | None
     error: str
     traceback: str = ""
-    stage: str = "load"  # "load", "register", "hook"
+    stage: str = "load"
 
     def line(self) -> str:
-        """The one-line report printed on stderr."""
+        """The one-line report: the culprit, what went wrong and what to do."""
         who = f"{self.name} ({self.dist} {self.version})" if self.dist else self.name
         return (
-            f"hermes: plugin {who} failed to {self.stage}: {self.error}. "
+            f"plugin {who} failed to {self.stage}: {self.error} "
             f"Run `hermes plugins info {self.name}` for details, or "
             f"`hermes plugins disable {self.name}` to skip it."
         )
@@ -60,11 +71,12 @@ class PluginFailure:
 
 @dataclass
 class PluginRecord:
-    """One plugin the kernel knows of, whatever its state."""
+    """One plugin the kernel knows of, whatever its state (``active``, ``blocked`` or
+    ``failed``), with where it came from and what it registered."""
 
     name: str
     source: str
-    status: str = "active"  # "active", "blocked", "failed"
+    status: str = "active"
     dist: str | None = None
     version: str | None = None
     module: str | None = None
@@ -83,6 +95,7 @@ class PluginRecord:
             "source": self.source,
             "status": self.status,
             "module": self.module,
+            "path": self.path,
             "hooks": list(self.hooks),
             "registered": {k: list(v) for k, v in self.registered.items()},
             "blocked_by": self.blocked_by,
@@ -102,28 +115,31 @@ class LoadSwitches:
     trace: bool = False  # HERMES_TRACE_PLUGINS
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> LoadSwitches:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LoadSwitches:
+        """Read the ``HERMES_*_PLUGINS`` switches. ``HERMES_LOAD_PLUGINS`` set but empty
+        means "no third-party plugin"; unset means "all of them"."""
         env = os.environ if env is None else env
-        only = None
-        if "HERMES_LOAD_PLUGINS" in env:
-            only = _split(env["HERMES_LOAD_PLUGINS"])
+        only = _split(env["HERMES_LOAD_PLUGINS"]) if "HERMES_LOAD_PLUGINS" in env else None
         return cls(
             only=only,
             disabled=_split(env.get("HERMES_DISABLE_PLUGINS", "")),
-            safe_mode=_truthy(env.get("HERMES_NO_PLUGINS")),
-            strict=_truthy(env.get("HERMES_STRICT_PLUGINS")),
-            trace=_truthy(env.get("HERMES_TRACE_PLUGINS")),
+            safe_mode=truthy(env.get("HERMES_NO_PLUGINS")),
+            strict=truthy(env.get("HERMES_STRICT_PLUGINS")),
+            trace=truthy(env.get("HERMES_TRACE_PLUGINS")),
         )
 
     def block_reason(self, name: str, source: str) -> str | None:
-        """Why ``name`` must not load, or ``None``. Checked before any import."""
+        """Why ``name`` must not load, or ``None``. Checked before any import, so a
+        blocked plugin's code never runs."""
         if name in self.disabled:
-            return "disabled by config" if name in self.disabled_by_config else "disabled by HERMES_DISABLE_PLUGINS"
+            if name in self.disabled_by_config:
+                return "disabled in config (plugins.disabled)"
+            return "disabled by HERMES_DISABLE_PLUGINS / --disable"
         if source in (SOURCE_ENTRYPOINT, SOURCE_LOCAL):
             if self.safe_mode:
-                return "safe mode (HERMES_NO_PLUGINS)"
+                return "safe mode (HERMES_NO_PLUGINS / --no-plugins)"
             if self.only is not None and name not in self.only:
-                return "not in HERMES_LOAD_PLUGINS"
+                return "not in HERMES_LOAD_PLUGINS / --load"
         return None
 
 
@@ -131,12 +147,17 @@ def _split(value: str) -> set[str]:
     return {part.strip() for part in value.split(",") if part.strip()}
 
 
-def _truthy(value: str | None) -> bool:
+def truthy(value: str | None) -> bool:
+    """Whether an environment switch is on (``1``, ``true``, ``yes``, ``on``)."""
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class HermesPluginManager(pluggy.PluginManager):
-    """A pluggy manager with Hermes' loading rules. One per kernel."""
+    """A pluggy manager with Hermes' loading rules. One per kernel.
+
+    ``records`` holds every plugin seen (keyed by plugin name), ``failures`` the ones that
+    did not make it, ``hook_errors`` the last error of each ``(plugin, event hook)``.
+    """
 
     def __init__(self, switches: LoadSwitches | None = None):
         super().__init__("hermes")
@@ -145,7 +166,7 @@ class HermesPluginManager(pluggy.PluginManager):
         self.records: dict[str, PluginRecord] = {}
         #: The last error each (plugin, event hook) raised; shown by `hermes doctor`.
         self.hook_errors: dict[tuple[str, str], str] = {}
-        self._undo_trace = None
+        self._monitors: list[Monitor] = []
         if self.switches.trace:
             self.enable_tracing()
 
@@ -153,28 +174,49 @@ class HermesPluginManager(pluggy.PluginManager):
 
     @property
     def failures(self) -> list[PluginFailure]:
+        """Every recorded failure, in load order."""
         return [r.failure for r in self.records.values() if r.failure is not None]
 
     def record_failure(self, record: PluginRecord, exc: BaseException, stage: str) -> None:
+        """Mark ``record`` failed, unregister whatever part of the plugin was registered,
+        print the one-line report; in strict mode raise :class:`PluginError`."""
         record.status = "failed"
+        record.hooks = []
         record.failure = PluginFailure(
             name=record.name,
             dist=record.dist,
             version=record.version,
-            error=f"{type(exc).__name__}: {exc}",
+            error=one_line(f"{type(exc).__name__}: {exc}"),
             traceback="".join(traceback.format_exception(exc)),
             stage=stage,
         )
         plugin = self.get_plugin(record.name)
         if plugin is not None:
-            try:
-                self.unregister(plugin=plugin, name=record.name)
-            except Exception:  # pragma: no cover - pluggy keeps no partial state we can't drop
-                pass
-        print(record.failure.line(), file=sys.stderr)
+            self.unregister(plugin=plugin, name=record.name)
+        print(f"hermes: {record.failure.line()}", file=sys.stderr)
         log.debug("plugin %s failed", record.name, exc_info=exc)
         if self.switches.strict:
             raise PluginError(record.failure.line()) from exc
+
+    def _new_record(self, name: str, source: str, **kwargs: Any) -> PluginRecord:
+        """A record for ``name``; a name already taken gets a failure record under
+        ``name@dist`` (or ``name@source``) instead, so the first plugin keeps working."""
+        if name not in self.records:
+            record = PluginRecord(name, source, **kwargs)
+            self.records[name] = record
+            return record
+        first = self.records[name]
+        key = f"{name}@{kwargs.get('dist') or source}"
+        n = 2
+        while key in self.records:
+            key, n = f"{name}@{kwargs.get('dist') or source}-{n}", n + 1
+        record = PluginRecord(key, source, **kwargs)
+        self.records[key] = record
+        where = f"{first.source}" + (f" distribution {first.dist}" if first.dist else "")
+        self.record_failure(record, PluginError(
+            f"the plugin name {name!r} is already taken by a {where} plugin. "
+            f"Uninstall or rename one of them."), "load")
+        return record
 
     # -- registration ---------------------------------------------------------------
 
@@ -187,58 +229,80 @@ class HermesPluginManager(pluggy.PluginManager):
         dist: str | None = None,
         version: str | None = None,
         path: str | None = None,
+        module: str | None = None,
     ) -> PluginRecord:
-        """Register an object or module as a plugin; failures are recorded, not raised."""
-        record = PluginRecord(name=name, source=source, dist=dist, version=version, path=path)
-        record.module = getattr(plugin, "__name__", type(plugin).__name__)
-        self.records[name] = record
+        """Register an object or module as a plugin; failures are recorded, not raised
+        (except in strict mode). Blocking is checked first."""
+        module = module or getattr(plugin, "__name__", None) or type(plugin).__name__
+        record = self._new_record(name, source, dist=dist, version=version, path=path, module=module)
+        if record.status == "failed":
+            return record
         reason = self.switches.block_reason(name, source)
         if reason:
             record.status, record.blocked_by = "blocked", reason
             return record
         try:
             self.register(plugin, name=name)
-            unknown = self._unknown_hooks(name)
-            if unknown:
-                raise PluginError(
-                    f"implements unknown hook(s) {', '.join(unknown)}; "
-                    f"valid hooks are: {', '.join(sorted(self._spec_names()))}"
-                )
+            self._check_impls(name)
         except Exception as exc:
             self.record_failure(record, exc, "load")
             return record
-        record.hooks = sorted(c.name for c in self.get_hookcallers(self.get_plugin(name)) or [])
+        record.hooks = sorted(c.name for c in self.get_hookcallers(plugin) or [])
         return record
 
-    def _spec_names(self) -> set[str]:
-        return {n for n, c in vars(self.hook).items() if isinstance(c, pluggy.HookCaller) and c.spec}
-
-    def _unknown_hooks(self, name: str) -> list[str]:
-        plugin = self.get_plugin(name)
+    def spec_names(self) -> list[str]:
+        """Every hook name a plugin may implement."""
         return sorted(
-            caller.name
-            for caller in self.get_hookcallers(plugin) or []
-            if caller.spec is None
+            name for name, caller in vars(self.hook).items()
+            if isinstance(caller, pluggy.HookCaller) and caller.spec is not None
         )
 
+    def _check_impls(self, name: str) -> None:
+        """``check_pending`` for one plugin: an implementation of a hook that does not
+        exist (a misspelling, or a hook of a newer Hermes not marked ``optionalhook``) is
+        a load failure; so is a hook wrapper, which Hermes' hook calls never run."""
+        unknown, wrappers = [], []
+        for caller in self.get_hookcallers(self.get_plugin(name)) or []:
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name != name:
+                    continue
+                if caller.spec is None and not impl.optionalhook:
+                    unknown.append(caller.name)
+                if impl.hookwrapper or impl.wrapper:
+                    wrappers.append(caller.name)
+        if unknown:
+            hints = []
+            for bad in sorted(unknown):
+                close = difflib.get_close_matches(bad, self.spec_names(), n=1)
+                hints.append(f"{bad} (did you mean {close[0]}?)" if close else bad)
+            raise PluginError(
+                f"implements unknown hook(s): {', '.join(hints)}. "
+                f"Fix the name, or mark it @hookimpl(optionalhook=True)."
+            )
+        if wrappers:
+            raise PluginError(
+                f"hook wrappers are not supported ({', '.join(sorted(wrappers))}); "
+                f"write a plain @hermes.hookimpl."
+            )
+
     def load_defaults(self, modules: Iterable[tuple[str, str]]) -> None:
-        """Register the default plugins, given as ``(name, module path)`` pairs."""
+        """Register the default plugins, given as ``(name, module path)`` pairs. A
+        blocked default is not even imported."""
         for name, module_path in modules:
-            if self.switches.block_reason(name, SOURCE_DEFAULT):
-                self.add_plugin(None, name, source=SOURCE_DEFAULT)
-                self.records[name].module = module_path
+            if self.switches.block_reason(name, SOURCE_DEFAULT) or name in self.records:
+                self.add_plugin(None, name, source=SOURCE_DEFAULT, module=module_path)
                 continue
             try:
                 module = importlib.import_module(module_path)
             except Exception as exc:
-                record = PluginRecord(name=name, source=SOURCE_DEFAULT, module=module_path)
-                self.records[name] = record
+                record = self._new_record(name, SOURCE_DEFAULT, module=module_path)
                 self.record_failure(record, exc, "load")
                 continue
-            self.add_plugin(module, name, source=SOURCE_DEFAULT)
+            self.add_plugin(module, name, source=SOURCE_DEFAULT, module=module_path)
 
     def load_entrypoints(self, group: str = ENTRY_POINT_GROUP) -> None:
-        """Load every entry point of ``group``, guarded, blocking before import."""
+        """Load every entry point of ``group``, guarded, blocking before import. The entry
+        point's name is the plugin's name."""
         from importlib_metadata import entry_points  # local: keeps `hermes --version` light
 
         seen: set[tuple[str | None, str]] = set()
@@ -246,76 +310,111 @@ class HermesPluginManager(pluggy.PluginManager):
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else None
             version = dist.version if dist is not None else None
-            key = (dist_name, ep.name)
+            key = (dist_name.lower().replace("_", "-") if dist_name else None, ep.name)
             if key in seen:
-                continue
+                continue  # one distribution reached twice (two paths to one site-packages)
             seen.add(key)
-            if ep.name in self.records and self.records[ep.name].status != "blocked":
-                continue  # the same plugin reached twice (e.g. two paths to one site-packages)
-            reason = self.switches.block_reason(ep.name, SOURCE_ENTRYPOINT)
-            if reason:
-                record = PluginRecord(ep.name, SOURCE_ENTRYPOINT, "blocked", dist_name, version,
-                                      module=ep.value, blocked_by=reason)
-                self.records[ep.name] = record
+            meta = {"dist": dist_name, "version": version, "module": ep.value}
+            if ep.name in self.records:
+                self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta)  # records the clash
+                continue
+            if self.switches.block_reason(ep.name, SOURCE_ENTRYPOINT):
+                self.add_plugin(None, ep.name, source=SOURCE_ENTRYPOINT, **meta)
                 continue
             try:
                 plugin = ep.load()
             except Exception as exc:
-                record = PluginRecord(ep.name, SOURCE_ENTRYPOINT, dist=dist_name, version=version, module=ep.value)
-                self.records[ep.name] = record
-                self.record_failure(record, exc, "load")
+                self.record_failure(self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta), exc, "load")
                 continue
-            self.add_plugin(plugin, ep.name, source=SOURCE_ENTRYPOINT, dist=dist_name, version=version)
-            self.records[ep.name].module = ep.value
+            self.add_plugin(plugin, ep.name, source=SOURCE_ENTRYPOINT, **meta)
 
     def load_local(self, directory: Path) -> None:
-        """Load ``*.py`` files in ``directory`` (``$HERMES_HOME/plugins``) as plugins."""
+        """Load ``*.py`` files in ``directory`` (``$HERMES_HOME/plugins``) as plugins
+        named after the file, with source ``local``. Files starting with ``_`` are
+        skipped."""
         if not directory.is_dir():
             return
         for path in sorted(directory.glob("*.py")):
             if path.name.startswith("_"):
                 continue
             name = path.stem
-            if self.switches.block_reason(name, SOURCE_LOCAL):
-                record = PluginRecord(name, SOURCE_LOCAL, "blocked", path=str(path),
-                                      blocked_by=self.switches.block_reason(name, SOURCE_LOCAL))
-                self.records[name] = record
+            meta = {"path": str(path), "module": str(path)}
+            if name in self.records or self.switches.block_reason(name, SOURCE_LOCAL):
+                self.add_plugin(None, name, source=SOURCE_LOCAL, **meta)
                 continue
             try:
                 module = _import_file(path, f"hermes_local_plugins.{name}")
             except Exception as exc:
-                record = PluginRecord(name, SOURCE_LOCAL, path=str(path), module=str(path))
-                self.records[name] = record
-                self.record_failure(record, exc, "load")
+                self.record_failure(self._new_record(name, SOURCE_LOCAL, **meta), exc, "load")
                 continue
-            self.add_plugin(module, name, source=SOURCE_LOCAL, path=str(path))
+            self.add_plugin(module, name, source=SOURCE_LOCAL, **meta)
+        # Hermes-style plugin directories (<name>/ with a manifest) are loaded below.
 
     # -- calling --------------------------------------------------------------------
 
-    def emit(self, hook_name: str, **kwargs: Any) -> None:
-        """Fan an event out to every implementation, isolating each one."""
+    def ordered_impls(self, hook_name: str) -> list[Any]:
+        """The implementations of ``hook_name`` in *registration* order (defaults first,
+        then code-registered, entry-point and local plugins), ``tryfirst`` ones first and
+        ``trylast`` ones last. Registration hooks run in this order, so the plugin that
+        registered a name first keeps it."""
+        order = {name: i for i, (name, _) in enumerate(self.list_name_plugin())}
         caller = getattr(self.hook, hook_name)
-        for impl in reversed(caller.get_hookimpls()):
+        return sorted(
+            caller.get_hookimpls(),
+            key=lambda impl: (0 if impl.tryfirst else 2 if impl.trylast else 1,
+                              order.get(impl.plugin_name, len(order))),
+        )
+
+    def add_monitor(self, monitor: Monitor) -> Callable[[], None]:
+        """Call ``monitor(hook_name, plugin_names, kwargs)`` before every hook call the
+        kernel makes (registration and event hooks). Returns a function that removes it."""
+        self._monitors.append(monitor)
+        return lambda: self._monitors.remove(monitor) if monitor in self._monitors else None
+
+    def notify(self, hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+        """Tell the monitors (tracing, :class:`hermes.testing.HookRecorder`) about a call."""
+        for monitor in list(self._monitors):
+            monitor(hook_name, [impl.plugin_name for impl in impls], kwargs)
+
+    def emit(self, hook_name: str, **kwargs: Any) -> None:
+        """Fan an event out to every implementation (last registered first, like a pluggy
+        call), isolating each one: an exception is logged once per (plugin, hook) and
+        kept in :attr:`hook_errors`; the other implementations still run."""
+        impls = list(reversed(getattr(self.hook, hook_name).get_hookimpls()))
+        self.notify(hook_name, impls, kwargs)
+        for impl in impls:
             try:
-                if self.switches.trace:
-                    print(f"hermes trace: {hook_name} -> {impl.plugin_name}", file=sys.stderr)
                 impl.function(**{k: kwargs.get(k) for k in impl.argnames})
             except Exception as exc:
-                # One warning per (plugin, hook): a broken observer must not flood the log.
                 key = (impl.plugin_name, hook_name)
                 if key not in self.hook_errors:
-                    log.warning("plugin %s raised in %s: %s", impl.plugin_name, hook_name, exc, exc_info=exc)
-                self.hook_errors[key] = f"{type(exc).__name__}: {exc}"
+                    log.warning("plugin %s raised in %s: %s", impl.plugin_name, hook_name, exc,
+                                exc_info=exc)
+                self.hook_errors[key] = one_line(f"{type(exc).__name__}: {exc}")
+                if self.switches.trace:
+                    print(f"hermes trace: {hook_name} in {impl.plugin_name} raised "
+                          f"{type(exc).__name__}: {exc}", file=sys.stderr)
 
     def enable_tracing(self) -> None:
+        """Print every hook call to stderr: the hook, its arguments and the plugins that
+        implement it (``HERMES_TRACE_PLUGINS=1`` / ``--trace``)."""
+
+        def trace(hook_name: str, plugins: list[str], kwargs: dict[str, Any]) -> None:
+            args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
+            print(f"hermes trace: {hook_name}({args}) -> [{', '.join(plugins)}]", file=sys.stderr)
+
+        self.add_monitor(trace)
+
+        # Direct `pm.hook.<name>(...)` calls (by embedding code) are traced by pluggy.
         def before(hook_name: str, impls: list, kwargs: dict) -> None:
-            names = ", ".join(i.plugin_name for i in impls)
-            print(f"hermes trace: {hook_name}({', '.join(kwargs)}) -> [{names}]", file=sys.stderr)
+            trace(hook_name, [i.plugin_name for i in impls], kwargs)
 
-        def after(outcome: Any, hook_name: str, impls: list, kwargs: dict) -> None:
-            print(f"hermes trace: {hook_name} done", file=sys.stderr)
+        self.add_hookcall_monitoring(before, lambda *_: None)
 
-        self._undo_trace = self.add_hookcall_monitoring(before, after)
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _import_file(path: Path, module_name: str) -> ModuleType:

@@ -66,12 +66,16 @@ class Registry:
         self._entries: dict[str, Entry] = {}
 
     def add(self, name: str, factory: Any, plugin: str, description: str = "") -> Entry:
+        """Add an entry; :class:`ConflictError` when another plugin has ``name``."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r} from {plugin!r}")
         existing = self._entries.get(name)
         if existing is not None:
             if existing.factory is factory:
                 return existing
+            if existing.plugin == plugin:
+                raise ValueError(f"plugin {plugin!r} registered the {self.kind} {name!r} twice "
+                                 f"with different factories; register each name once")
             raise ConflictError(self.kind, name, existing.plugin, plugin)
         if not description:
             doc = inspect.getdoc(factory) or ""
@@ -97,6 +101,7 @@ class Registry:
         return len(self._entries)
 
     def names(self) -> list[str]:
+        """The registered names, in registration order."""
         return list(self._entries)
 
     def remove_plugin(self, plugin: str) -> None:
@@ -125,9 +130,11 @@ class Registries:
         return registry
 
     def all(self) -> list[Registry]:
+        """Every registry, in :data:`KINDS` order."""
         return [self.by_kind(k) for k in KINDS]
 
     def remove_plugin(self, plugin: str) -> None:
+        """Forget everything ``plugin`` registered, in every registry."""
         for registry in self.all():
             registry.remove_plugin(plugin)
 
@@ -146,9 +153,11 @@ def make_register(registry: Registry, plugin: str, *, tools: bool = False) -> Ca
     if tools:
         def register_tool(tool: Any) -> Any:
             name = getattr(tool, "name", None)
-            if not name or not callable(getattr(tool, "handler", None)):
-                raise TypeError(f"register(tool) expects a hermes.Tool, got {tool!r} from {plugin!r}")
-            return registry.add(name, tool, plugin, (tool.schema or {}).get("description", ""))
+            schema = getattr(tool, "schema", None)
+            if not name or not callable(getattr(tool, "handler", None)) or not isinstance(schema, dict):
+                raise TypeError(f"register(tool) expects a hermes.Tool (name, schema dict, handler), "
+                                f"got {tool!r} from {plugin!r}")
+            return registry.add(name, tool, plugin, str(schema.get("description", "")))
         return register_tool
 
     def register(name: str, factory: Any, *, description: str = "") -> Entry:

@@ -12,26 +12,26 @@ from typing import Any
 
 
 class HookRecorder:
-    """Records every hook call of a kernel's plugin manager: ``calls`` is a list of
-    ``(hook_name, kwargs)``; :meth:`names` lists hook names in call order. Event hooks
-    emitted through :meth:`hermes.Kernel.emit` are recorded too."""
+    """Records every hook call a kernel makes from now on: ``calls`` is a list of
+    ``(hook_name, kwargs)`` in call order — event hooks (:meth:`hermes.Kernel.emit`),
+    registration hooks (for plugins registered later with
+    :meth:`hermes.Kernel.register_plugin`) and direct ``kernel.pm.hook.<name>(...)``
+    calls. Registration calls are recorded with empty kwargs (each plugin gets its own
+    ``register``). :meth:`close` stops recording."""
 
     def __init__(self, kernel: Any):
         self.calls: list[tuple[str, dict[str, Any]]] = []
-        self._kernel = kernel
-        self._undo = kernel.pm.add_hookcall_monitoring(self._before, lambda *a: None)
-        self._orig_emit = kernel.pm.emit
+        self._undo = [
+            kernel.pm.add_monitor(self._record),
+            kernel.pm.add_hookcall_monitoring(
+                lambda name, impls, kwargs: self._record(name, [], kwargs), lambda *_: None),
+        ]
 
-        def emit(hook_name: str, **kwargs: Any) -> None:
-            self.calls.append((hook_name, kwargs))
-            self._orig_emit(hook_name, **kwargs)
-
-        kernel.pm.emit = emit
-
-    def _before(self, hook_name: str, impls: list, kwargs: dict) -> None:
+    def _record(self, hook_name: str, plugins: list[str], kwargs: dict[str, Any]) -> None:
         self.calls.append((hook_name, dict(kwargs)))
 
     def names(self) -> list[str]:
+        """Hook names, in call order."""
         return [name for name, _ in self.calls]
 
     def of(self, hook_name: str) -> list[dict[str, Any]]:
@@ -39,8 +39,10 @@ class HookRecorder:
         return [kw for name, kw in self.calls if name == hook_name]
 
     def close(self) -> None:
-        self._undo()
-        self._kernel.pm.emit = self._orig_emit
+        """Stop recording."""
+        for undo in self._undo:
+            undo()
+        self._undo = []
 
 
 __all__ = ["HookRecorder"]
