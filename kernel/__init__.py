@@ -42,6 +42,15 @@ from .errors import (
 )
 from .hookspecs import hookimpl
 from .manager import PluginFailure, PluginRecord
+from .runtime.context_files import (
+    ContextFile,
+    build_context_files_prompt,
+    load_soul_md,
+    scan_context_content,
+    strip_frontmatter,
+    truncate_content,
+)
+from .runtime.prompt import BuiltPrompt, LayerReport, PromptBuilder, preview_prompt, prompt_hash
 from .safety import Threat, scan_for_threats
 from .util import atomic_write_text, estimate_messages_tokens, estimate_tokens, file_lock, is_cjk
 
@@ -52,15 +61,18 @@ PLUGIN_API_VERSION = 1
 
 __all__ = [
     "PLUGIN_API_VERSION",
+    "BuiltPrompt",
     "CompactionEvent",
     "Config",
     "ConfigError",
     "ConflictError",
+    "ContextFile",
     "ContextEngine",
     "ContextLengthError",
     "HermesError",
     "HomeError",
     "Kernel",
+    "LayerReport",
     "LLMAuthError",
     "LLMClient",
     "LLMError",
@@ -74,6 +86,7 @@ __all__ = [
     "PluginError",
     "PluginFailure",
     "PluginRecord",
+    "PromptBuilder",
     "PromptContext",
     "PromptLayer",
     "SessionInfo",
@@ -88,10 +101,17 @@ __all__ = [
     "Usage",
     "__version__",
     "atomic_write_text",
+    "build_context_files_prompt",
     "estimate_messages_tokens",
     "estimate_tokens",
     "file_lock",
     "hookimpl",
     "is_cjk",
+    "load_soul_md",
+    "preview_prompt",
+    "prompt_hash",
+    "scan_context_content",
     "scan_for_threats",
+    "strip_frontmatter",
+    "truncate_content",
 ]

@@ -63,6 +63,9 @@ DEFAULTS: dict[str, Any] = {
         "disabled_layers": [],
         "context_file_max_chars": 20000,
         "system_message": None,
+        "ephemeral_system_prompt": None,
+        "prefill_messages": [],
+        "prefill_messages_file": None,
     },
     "prompt_caching": {"enabled": True, "cache_ttl": "5m"},
     "plugins": {"disabled": []},
@@ -76,6 +79,8 @@ _NULLABLE: dict[str, tuple[type, ...]] = {
     "model.max_tokens": (int,),
     "memory.fence_note": (str,),
     "prompt.system_message": (str,),
+    "prompt.ephemeral_system_prompt": (str,),
+    "prompt.prefill_messages_file": (str,),
 }
 for _task in ("compression", "session_search"):
     for _key in ("provider", "model", "base_url", "api_key"):
@@ -104,6 +109,12 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "agent.max_iterations": (lambda v: v >= 1, "a positive number of model calls"),
     "agent.max_parallel_tools": (lambda v: 1 <= v <= 64, "a number from 1 to 64"),
     "prompt.context_file_max_chars": (lambda v: v >= 100, "at least 100 characters"),
+    "prompt.disabled_layers": (lambda v: all(isinstance(x, str) and x for x in v), "a list of layer names"),
+    "prompt.prefill_messages": (
+        lambda v: all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
+                      and isinstance(m.get("content"), str) for m in v),
+        "a list of {role: user|assistant, content: text} messages",
+    ),
     "model.context_length": (lambda v: v >= 1024, "a context window of at least 1024 tokens"),
     "model.max_retries": (lambda v: 0 <= v <= 20, "a number of retries from 0 to 20"),
     "model.retry_base_delay": (lambda v: v >= 0, "a delay in seconds, 0 or more (e.g. 1.0)"),

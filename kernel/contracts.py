@@ -483,10 +483,20 @@ class MemoryProvider(ABC):
 class PromptContext:
     """What a prompt layer may read while rendering.
 
-    ``tool_names`` are the tools offered to the model this session, so guidance can be
-    given only for enabled tools. ``memory`` is the runtime's memory manager (or
-    ``None``). ``extra`` holds per-call values for ephemeral layers (``recalled`` memory
-    text, ``ephemeral_system_prompt``).
+    ``kernel`` is the running :class:`hermes.Kernel` (its ``config`` is also reachable as
+    :attr:`config`); ``home`` the Hermes home (``SOUL.md``, ``skills/``); ``cwd`` the
+    working directory context files are discovered from. ``tool_names`` are the tools
+    offered to the model this session, so guidance is given only for enabled tools.
+    ``memory`` is the runtime's memory manager (or ``None``: memory layers then add
+    nothing). ``skip_context_files`` is set for delegated sub-agents (no ``SOUL.md``, no
+    project files).
+
+    ``now`` is **the session's start time** (epoch seconds), not the wall clock at render
+    time: the timestamp layer renders it, and a clock read while rendering would break the
+    byte-stability of the cached prompt. ``extra`` holds per-call values for ephemeral
+    layers: ``recalled`` (fenced recalled memory for this turn), ``ephemeral_system_prompt``
+    (overrides ``prompt.ephemeral_system_prompt``) and ``prefill`` (a message list,
+    overrides ``prompt.prefill_messages``).
     """
 
     kernel: Any
@@ -501,24 +511,49 @@ class PromptContext:
     now: float = field(default_factory=time.time)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def config(self) -> Any:
+        """The kernel's :class:`hermes.Config`, or ``None`` without a kernel."""
+        return getattr(self.kernel, "config", None)
+
 
 class PromptLayer(ABC):
     """One section of the system prompt.
 
-    Layers render in ascending ``order`` (ties by name). A ``cached`` layer is rendered
-    once per session into the byte-stable system prompt (rebuilt only after a
-    compaction); an ephemeral one (``cached = False``) is rendered at every API call and
-    never persisted. ``render`` returns ``None`` or ``""`` to add nothing.
+    Layers render in ascending ``order`` (ties by registered name). The defaults use
+    orders 100, 200 … 1000 so that a plugin can slot a layer between two of them (see
+    ``docs/prompt.md``). A ``cached`` layer is rendered once per session into the
+    byte-stable system prompt (rebuilt only after a compaction); it must depend only on
+    the context it is given and on state that is frozen for the session. An ephemeral
+    layer (``cached = False``) is rendered at every API call and never persisted; its
+    :attr:`placement` says where its text goes:
+
+    * ``"system"`` — after the cached system text, in a second system content block, so
+      the cached prefix stays byte-identical;
+    * ``"user"`` — appended to the last user message of this call (recalled memory);
+    * ``"messages"`` — the layer contributes prefill messages (any text goes with system).
+
+    An ephemeral layer may return messages from :meth:`messages` (prefill); they are
+    inserted right after the system message for this call only.
+
+    ``render`` returns ``None`` or ``""`` to add nothing. A layer that raises is skipped
+    with a logged warning; it never breaks the prompt.
     """
 
     name: str = ""
     order: int = 500
     cached: bool = True
+    placement: str = "system"
     description: str = ""
 
     @abstractmethod
     def render(self, ctx: PromptContext) -> str | None:
         """This layer's text for the given context."""
+
+    def messages(self, ctx: PromptContext) -> list[Message]:
+        """Ephemeral layers only: messages to insert after the system message for this
+        API call (prefill). The default adds none."""
+        return []
 
 
 # --------------------------------------------------------------------------------------
