@@ -51,6 +51,7 @@ from .runtime.context_files import (
     truncate_content,
 )
 from .runtime.prompt import BuiltPrompt, LayerReport, PromptBuilder, preview_prompt, prompt_hash
+from .runtime.memory_manager import MemoryManager
 from .safety import Threat, scan_for_threats
 from .util import atomic_write_text, estimate_messages_tokens, estimate_tokens, file_lock, is_cjk
 
@@ -80,6 +81,7 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "LLMUnavailableError",
+    "MemoryManager",
     "MemoryProvider",
     "MemoryWriteEvent",
     "Message",

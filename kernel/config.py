@@ -106,6 +106,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "memory.memory_char_limit": (lambda v: v > 0, "a positive number of characters"),
     "memory.user_char_limit": (lambda v: v > 0, "a positive number of characters"),
     "memory.nudge_interval": (lambda v: v >= 0, "0 (off) or a positive number of turns"),
+    "memory.prefetch_timeout": (lambda v: v > 0, "a positive number of seconds, e.g. 8"),
     "agent.max_iterations": (lambda v: v >= 1, "a positive number of model calls"),
     "agent.max_parallel_tools": (lambda v: 1 <= v <= 64, "a number from 1 to 64"),
     "prompt.context_file_max_chars": (lambda v: v >= 100, "at least 100 characters"),

@@ -1,0 +1,171 @@
+"""``hermes memory show|add|replace|remove|status``.
+
+The write commands follow exactly the rules of the ``memory`` tool (same store, same
+threat scan, lock, budget and drift guard) and emit ``hermes_memory_write`` for each
+committed action with ``metadata["write_origin"] == "cli"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+import hermes
+from hermes.cli import echo_json, pass_state
+
+from .provider import BuiltinMemoryProvider
+from .store import FILES, HEADERS, MemoryStore, Outcome
+
+_TARGET = click.option("--target", "-t", type=click.Choice(["memory", "user"]), default="memory",
+                       show_default=True, help="memory = the agent's notes, user = the user profile.")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _store(state: Any) -> tuple[Any, MemoryStore]:
+    kernel = state.kernel()
+    try:
+        provider = kernel.create("memory-provider", "builtin")
+    except hermes.HermesError:
+        raise
+    except Exception as exc:
+        raise hermes.HermesError(f"the built-in memory provider could not start: {exc}") from exc
+    store = getattr(provider, "store", None)
+    if not isinstance(provider, BuiltinMemoryProvider) or store is None:
+        raise hermes.HermesError("the 'builtin' memory provider is not Hermes' file memory; "
+                                 "these commands need it. Check `hermes plugins list`.")
+    return kernel, store
+
+
+@click.group()
+def memory() -> None:
+    """Show and edit the curated memory (MEMORY.md, USER.md) and check the provider."""
+
+
+@memory.command("show")
+@click.option("--target", "-t", type=click.Choice(["memory", "user", "all"]), default="all",
+              show_default=True, help="Which store to show.")
+@_JSON
+@pass_state
+def show(state: Any, target: str, as_json: bool) -> None:
+    """Print the live entries and usage of each store."""
+    _, store = _store(state)
+    targets = list(FILES) if target == "all" else [target]
+    data = {}
+    for t in targets:
+        entries = store.entries(t)
+        data[t] = {
+            "enabled": store.enabled[t],
+            "path": str(store.path(t)),
+            "limit": store.limits[t],
+            "chars": len("\n§\n".join(entries)),
+            "usage": store.usage(t, entries),
+            "entries": entries,
+        }
+    if as_json:
+        echo_json(data)
+        return
+    for i, t in enumerate(targets):
+        info = data[t]
+        if i:
+            click.echo()
+        state_note = "" if info["enabled"] else "  (disabled in config)"
+        click.echo(f"{HEADERS[t]} [{info['usage']}]{state_note}")
+        click.echo(f"  {info['path']}")
+        if not info["entries"]:
+            click.echo("  (empty)")
+        for n, entry in enumerate(info["entries"], 1):
+            lines = entry.splitlines() or [""]
+            click.echo(f"  {n:>2}. {lines[0]}")
+            for line in lines[1:]:
+                click.echo(f"      {line}")
+
+
+def _write(state: Any, target: str, op: dict[str, Any], as_json: bool) -> None:
+    kernel, store = _store(state)
+    outcome: Outcome = store.apply(target, [op])
+    for change in outcome.committed:
+        kernel.emit("hermes_memory_write", session=None, event=hermes.MemoryWriteEvent(
+            action=change.action, target=change.target, content=change.content,
+            old_text=change.old_text,
+            metadata={"write_origin": "cli", "tool_name": "memory", "old_text": change.old_text,
+                      "previous_content": change.previous_content},
+        ))
+    if as_json:
+        echo_json(outcome.data)
+        if not outcome.ok:
+            raise SystemExit(1)
+        return
+    if not outcome.ok:
+        data = outcome.data
+        extra = ""
+        if data.get("matches"):
+            extra = " Matches: " + " | ".join(data["matches"])
+        raise hermes.HermesError(f"{data['error']}{extra}")
+    click.echo(f"{outcome.data['message']} {FILES[target]}: {outcome.data['usage']}")
+
+
+@memory.command("add")
+@_TARGET
+@_JSON
+@click.argument("content")
+@pass_state
+def add(state: Any, target: str, as_json: bool, content: str) -> None:
+    """Add an entry (scanned for injection; refused when the store is full)."""
+    _write(state, target, {"action": "add", "content": content}, as_json)
+
+
+@memory.command("replace")
+@_TARGET
+@_JSON
+@click.option("--old", "old_text", required=True, help="A unique part of the entry to replace.")
+@click.argument("content")
+@pass_state
+def replace(state: Any, target: str, as_json: bool, old_text: str, content: str) -> None:
+    """Replace the entry containing --old with CONTENT."""
+    _write(state, target, {"action": "replace", "old_text": old_text, "content": content}, as_json)
+
+
+@memory.command("remove")
+@_TARGET
+@_JSON
+@click.option("--old", "old_text", required=True, help="A unique part of the entry to remove.")
+@pass_state
+def remove(state: Any, target: str, as_json: bool, old_text: str) -> None:
+    """Remove the entry containing --old."""
+    _write(state, target, {"action": "remove", "old_text": old_text}, as_json)
+
+
+@memory.command("status")
+@_JSON
+@pass_state
+def status(state: Any, as_json: bool) -> None:
+    """The built-in memory, the selected external provider, and whether it can run."""
+    kernel = state.kernel()
+    manager = hermes.MemoryManager(kernel)
+    try:
+        data = manager.status()
+    finally:
+        manager.shutdown(timeout=1.0)
+    if as_json:
+        echo_json(data)
+        return
+    builtin = data["builtin"]
+    click.echo(f"built-in: {'active' if builtin['active'] else 'NOT ACTIVE'}")
+    for t in FILES:
+        info = builtin.get(t)
+        if isinstance(info, dict) and "usage" in info:
+            flag = "" if info["enabled"] else " (disabled)"
+            click.echo(f"  {t}: {info['entries']} entries, {info['usage']}{flag} — {info['path']}")
+    ext = data["external"]
+    if not ext["name"]:
+        click.echo("provider: (none — built-in only)")
+    elif ext["active"]:
+        tools = ", ".join(ext["tools"]) or "no tools"
+        click.echo(f"provider: {ext['name']} — available ({tools})")
+    else:
+        click.echo(f"provider: {ext['name']} — UNAVAILABLE: {ext['reason'] or 'unknown reason'}")
+    for problem in data["problems"]:
+        if ext["name"] and ext["reason"] and ext["reason"] in problem:
+            continue
+        click.echo(f"warning: {problem}")
