@@ -394,80 +394,121 @@ class MemoryProvider(ABC):
     """A memory backend. The kernel's memory manager runs the built-in file memory
     (named ``builtin``) plus at most one external provider selected by ``memory.provider``.
 
-    Every call is isolated: an exception is logged and the turn goes on. ``sync_turn`` and
-    ``queue_prefetch`` run on a background worker; ``prefetch`` is bounded in time.
+    Register a factory with ``hermes_register_memory_providers``; ``factory(kernel)``
+    returns the provider, which keeps every path under ``kernel.home`` (profiles have
+    their own home). Only :attr:`name`, :meth:`is_available`, :meth:`initialize` and
+    :meth:`get_tool_schemas` are required; every other method has a no-op default.
+
+    How the manager calls a provider (see ``docs/memory.md``):
+
+    * every call is isolated: an exception is logged once per provider and method and
+      the turn goes on;
+    * :meth:`prefetch` runs before each user turn on its own thread, bounded by
+      ``memory.prefetch_timeout`` seconds; its text is fenced in ``<memory-context>`` for
+      that API call only and never stored;
+    * :meth:`sync_turn`, :meth:`queue_prefetch`, :meth:`on_memory_write`,
+      :meth:`on_session_end`, :meth:`on_session_switch` and :meth:`on_delegation` run in
+      order on one background worker, drained (at most 5 s) at shutdown;
+    * keyword arguments a method's signature does not accept are not passed, so a
+      provider written against an older contract keeps working;
+    * a provider's tool may not use the name of a core tool (``memory``,
+      ``session_search``, any registered :class:`Tool`); such a tool is ignored.
+
+    :class:`hermes.testing.conformance.MemoryProviderConformance` checks a provider
+    against this contract.
     """
 
     @property
     @abstractmethod
     def name(self) -> str:
-        """Short id (``builtin``, ``mem0``, ``honcho`` …)."""
+        """Short id (``builtin``, ``mem0``, ``honcho`` …). ``builtin`` is reserved for
+        the file memory."""
 
     @abstractmethod
     def is_available(self) -> bool:
-        """Configured and its dependencies importable. Must not touch the network."""
+        """Configured and its dependencies importable. Must be fast and must not touch
+        the network. When false, :meth:`unavailable_reason` says why."""
 
     @abstractmethod
     def initialize(self, session_id: str, **kwargs: Any) -> None:
-        """Once per agent. kwargs: ``hermes_home``, ``platform``, and possibly
-        ``agent_context`` (``primary``/``subagent``; non-primary contexts should not
-        write), ``parent_session_id``, ``user_id``."""
+        """Once per agent, before the first turn. kwargs always hold ``hermes_home``,
+        ``platform`` (``cli``, ``telegram`` …) and ``agent_context`` (``primary``,
+        ``subagent``, ``cron``; non-primary contexts should not write), and may hold
+        ``parent_session_id`` and ``user_id``. May open connections or threads."""
 
     @abstractmethod
     def get_tool_schemas(self) -> list[dict[str, Any]]:
-        """OpenAI function schemas of this provider's tools; ``[]`` if none."""
+        """OpenAI function schemas (``{"name", "description", "parameters"}``, or the
+        ``{"type": "function", "function": {...}}`` form) of this provider's tools;
+        ``[]`` for a context-only provider. Read once, when the provider is added."""
 
     def unavailable_reason(self) -> str:
-        """Why :meth:`is_available` is false (missing package, missing key …)."""
+        """Why :meth:`is_available` is false, as an actionable hint ("set MEM0_API_KEY",
+        "pip install honcho-ai"). Shown by ``hermes memory status`` and logged once."""
         return ""
 
     def system_prompt_block(self) -> str:
-        """Static text for the cached system prompt; ``""`` to add nothing."""
+        """Static text (instructions, status) for the cached system prompt; ``""`` to add
+        nothing. Not for recalled facts: those belong in :meth:`prefetch`."""
         return ""
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
-        """Recalled context for this turn (fast; return cached background results)."""
+        """Recalled context for this turn. Must be fast: return what
+        :meth:`queue_prefetch` warmed in the background. ``""`` if nothing. Return plain
+        text; the manager adds the ``<memory-context>`` fence."""
         return ""
 
     def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
-        """Warm results for the next turn's :meth:`prefetch`."""
+        """Warm results for the next turn's :meth:`prefetch` (runs on the worker)."""
 
     def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "") -> None:
-        """Persist a completed exchange."""
+        """Persist a completed exchange (runs on the worker, after the answer). Pick one
+        place to extract facts — here or :meth:`on_session_end` — not both."""
 
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
-        """Run one of this provider's tools; returns a JSON string."""
+        """Run one of this provider's tools and return a JSON string; a bad argument
+        should come back as a JSON error, not an exception. kwargs may hold
+        ``session_id``."""
         raise NotImplementedError(f"{self.name} has no tool {tool_name!r}")
 
     def shutdown(self) -> None:
-        """Flush queues and close connections."""
+        """Flush queues and close connections. Called once, bounded in time."""
 
     def on_turn_start(self, turn_number: int, message: str, **kwargs: Any) -> None:
-        """A user turn starts."""
+        """A user turn starts (kwargs may hold ``model``, ``platform``)."""
 
     def on_session_end(self, messages: list[Message]) -> None:
-        """The session ends at a real boundary; ``messages`` is the whole history."""
+        """The session ends at a real boundary (exit, ``/new``), never per turn;
+        ``messages`` is the whole history."""
 
     def on_session_switch(
         self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False, **kwargs: Any
     ) -> None:
-        """The session id rotated without teardown (compaction, ``/new``)."""
+        """The session id rotated without teardown: a compaction continuation
+        (``parent_session_id`` is the old id) or, with ``reset``, a new conversation
+        (flush per-session buffers)."""
 
     def on_pre_compress(self, messages: list[Message]) -> str:
-        """Text to hand the summarizer before messages leave the live context."""
+        """Called before compaction discards ``messages``; the text returned is handed to
+        the summarizer so it survives. ``""`` for nothing."""
         return ""
 
     def on_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any) -> None:
-        """A sub-agent finished (called on the parent's providers)."""
+        """A sub-agent finished (called on the parent's providers; sub-agents run
+        without memory)."""
 
     def on_memory_write(
         self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
     ) -> None:
-        """Mirror a committed write of the built-in memory."""
+        """Mirror one *committed* write of the built-in memory (``add``, ``replace`` or
+        ``remove`` on ``memory`` or ``user``); refused writes and duplicate no-ops are
+        never mirrored. ``metadata`` holds ``write_origin``, ``execution_context``,
+        ``session_id``, ``platform``, ``tool_name``, ``old_text`` and
+        ``previous_content``. Older three-argument signatures are still called."""
 
     def get_config_schema(self) -> list[dict[str, Any]]:
         """Fields for setup: ``key``, ``description``, ``secret``, ``required``, ``default``,
-        ``env_var``."""
+        ``choices``, ``env_var``, ``url``."""
         return []
 
     def save_config(self, values: dict[str, Any], hermes_home: str) -> None:
