@@ -351,17 +351,16 @@ def _canonical(name: str) -> str:
 @pass_state
 def plugins_enable(state: CLIState, name: str) -> None:
     """Remove NAME from `plugins.disabled` in config.yaml."""
-    from .config import set_config_value
+    from .config import CONFIG_FILE, update_config
 
     kernel = state.kernel()
-    disabled = [n for n in (kernel.config.raw("plugins.disabled") or []) if n != name]
-    if disabled == list(kernel.config.raw("plugins.disabled") or []):
+    if name not in (kernel.config.raw("plugins.disabled") or []):
         record = kernel.pm.records.get(name)
         why = f" It is blocked by: {record.blocked_by}." if record and record.blocked_by else ""
         click.echo(f"{name} is not disabled in config.{why}")
         return
-    path = set_config_value(kernel.home, "plugins.disabled", disabled)
-    click.echo(f"Enabled {name} ({path}).")
+    update_config(kernel.home, "plugins.disabled", lambda old: [n for n in old or [] if n != name])
+    click.echo(f"Enabled {name} ({kernel.home / CONFIG_FILE}).")
 
 
 @plugins.command("disable")
@@ -369,17 +368,17 @@ def plugins_enable(state: CLIState, name: str) -> None:
 @pass_state
 def plugins_disable(state: CLIState, name: str) -> None:
     """Add NAME to `plugins.disabled` in config.yaml (defaults included)."""
-    from .config import set_config_value
+    from .config import CONFIG_FILE, update_config
 
     kernel = state.kernel()
-    disabled = list(kernel.config.raw("plugins.disabled") or [])
-    if name in disabled:
+    if name in (kernel.config.raw("plugins.disabled") or []):
         click.echo(f"{name} is already disabled.")
         return
-    if name not in {r.name for r in kernel.plugins}:
+    if name not in kernel.pm.records:
         click.echo(f"note: no plugin named {name!r} is installed; disabling it anyway.", err=True)
-    path = set_config_value(kernel.home, "plugins.disabled", disabled + [name])
-    click.echo(f"Disabled {name} ({path}).")
+    update_config(kernel.home, "plugins.disabled",
+                  lambda old: list(old or []) + ([] if name in (old or []) else [name]))
+    click.echo(f"Disabled {name} ({kernel.home / CONFIG_FILE}).")
 
 
 @plugins.command("select")

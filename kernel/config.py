@@ -228,7 +228,9 @@ def _is_ref(value: Any) -> bool:
 
 
 def _type_name(types: tuple[type, ...]) -> str:
-    names = {bool: "true/false", int: "a whole number", float: "a number", str: "a string",
+    if float in types:
+        return "a number"  # ints are numbers too
+    names = {bool: "true/false", int: "a whole number", str: "a string",
              list: "a list", dict: "a mapping"}
     return " or ".join(names.get(t, t.__name__) for t in types)
 
@@ -505,11 +507,12 @@ def _edit_text(text: str, keys: list[str], value: Any) -> str | None:
         if depth == len(keys) - 1:
             comment = _trailing_comment(rest)
             lines[found] = f"{m.group('indent')}{m.group('key')}: {_scalar(value)}{comment}"
-            # Drop an old block value (nested mapping or block list) under the key.
-            tail = block_end
-            while tail > found + 1 and not lines[tail - 1].strip():
-                tail -= 1
-            del lines[found + 1 : tail]
+            # Drop an old block value (nested mapping or block list) under the key: its
+            # lines of content go, every comment line stays.
+            lines[found + 1 : block_end] = [
+                line for line in lines[found + 1 : block_end]
+                if not line.strip() or line.lstrip().startswith("#")
+            ]
             return "\n".join(lines) + "\n"
         if rest.strip() and not rest.strip().startswith("#"):
             return None  # a flow mapping or scalar where a section was expected
@@ -532,14 +535,22 @@ def _trailing_comment(rest: str) -> str:
 
 
 def set_config_value(home: Path, path: str, value: Any) -> Path:
-    """Set dotted ``path`` to ``value`` in ``home/config.yaml``.
+    """Set dotted ``path`` to ``value`` in ``home/config.yaml``; see :func:`update_config`."""
+    update_config(home, path, lambda _old: value)
+    return (home / CONFIG_FILE).resolve()
+
+
+def update_config(home: Path, path: str, update: Any) -> Any:
+    """Read-modify-write one value of ``home/config.yaml`` under a lock:
+    ``update(old_value)`` (``None`` when the key is absent) returns the new value, which is
+    written and returned. Concurrent writers (two ``hermes plugins disable`` at once)
+    are serialized, so no update is lost.
 
     Comments and key order are kept by editing lines in place; the file is replaced
     atomically (a symlinked config.yaml stays a symlink: its target is replaced) and
     re-read to check the edit, falling back to a full rewrite only when the layout is too
     unusual to edit. The result is validated before anything is written, so a bad value,
-    or a file that is already malformed, leaves the file untouched. Concurrent writers
-    are serialized with a lock file.
+    or a file that is already malformed, leaves the file byte-identical.
     """
     from .util import file_lock  # util imports this module
 
@@ -554,6 +565,7 @@ def set_config_value(home: Path, path: str, value: Any) -> Path:
             if not isinstance(node.get(key), dict):
                 node[key] = {}
             node = node[key]
+        value = update(copy.deepcopy(node.get(keys[-1])))
         node[keys[-1]] = value
         validate(expected, file=str(file))
         new_text = _edit_text(text, keys, value) if text.strip() else None
@@ -567,4 +579,4 @@ def set_config_value(home: Path, path: str, value: Any) -> Path:
         if new_text is None:
             new_text = yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
         atomic_write_text(file, new_text)
-    return file
+    return value

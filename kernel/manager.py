@@ -62,8 +62,9 @@ class PluginFailure:
     def line(self) -> str:
         """The one-line report: the culprit, what went wrong and what to do."""
         who = f"{self.name} ({self.dist} {self.version})" if self.dist else self.name
+        error = self.error if self.error.endswith((".", "!", "?")) else f"{self.error}."
         return (
-            f"plugin {who} failed to {self.stage}: {self.error} "
+            f"plugin {who} failed to {self.stage}: {error} "
             f"Run `hermes plugins info {self.name}` for details, or "
             f"`hermes plugins disable {self.name}` to skip it."
         )

@@ -8,6 +8,9 @@ loopback server speaking the OpenAI and Anthropic wire protocols.
 
 from __future__ import annotations
 
+import os
+import textwrap
+from pathlib import Path
 from typing import Any
 
 
@@ -45,4 +48,38 @@ class HookRecorder:
         self._undo = []
 
 
-__all__ = ["HookRecorder"]
+def make_distribution(
+    site: str | os.PathLike[str],
+    name: str,
+    *,
+    version: str = "1.0",
+    plugins: dict[str, str] | None = None,
+    modules: dict[str, str] | None = None,
+) -> Path:
+    """Write a minimal *installed* distribution into the directory ``site``, as pip would
+    leave it in site-packages: the ``modules`` (``{"my_plugin.py": source}``, paths
+    relative to ``site``) and ``<name>-<version>.dist-info`` with ``METADATA`` and the
+    ``hermes.plugins`` entry points ``plugins`` (``{"plugin-name": "module[:attr]"}``).
+
+    Put ``site`` on ``sys.path`` (``monkeypatch.syspath_prepend``) or ``PYTHONPATH`` and
+    Hermes discovers the plugins exactly as it discovers real ones. Returns the
+    dist-info directory.
+    """
+    site = Path(site)
+    for rel, source in (modules or {}).items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
+    lines = ["[hermes.plugins]", *(f"{k} = {v}" for k, v in (plugins or {}).items())]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (info / "top_level.txt").write_text(
+        "\n".join(sorted({Path(rel).parts[0].removesuffix(".py") for rel in modules or {}})) + "\n",
+        encoding="utf-8")
+    return info
+
+
+__all__ = ["HookRecorder", "make_distribution"]

@@ -1,0 +1,568 @@
+"""The plugin manager: default, entry-point and local plugins, the switches, guarded
+loading with rollback, recorded failures, name clashes, tracing and event isolation.
+
+Entry points are real: each test writes an installed distribution (dist-info with
+``entry_points.txt``) into a directory on ``sys.path``, which importlib.metadata scans
+exactly as it scans site-packages.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import hermes
+from hermes.manager import HermesPluginManager, LoadSwitches
+from hermes.testing import make_distribution
+
+ENGINE = """
+import hermes
+
+class {cls}(hermes.ContextEngine):
+    name = "{engine}"
+    def update_from_response(self, usage): pass
+    def should_compress(self, prompt_tokens=None): return False
+    def compress(self, messages, **kw): return list(messages)
+"""
+
+
+def engine_plugin(engine: str, *, extra: str = "", cls: str = "Engine") -> str:
+    """Source of a plugin module registering one context engine."""
+    return ENGINE.format(engine=engine, cls=cls) + f"""
+@hermes.hookimpl
+def hermes_register_context_engines(register):
+    register("{engine}", {cls}, description="test engine {engine}")
+""" + extra
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A directory on sys.path for fake installed distributions; modules imported from
+    it are forgotten afterwards so that tests cannot see each other's plugins."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", "") or "").startswith(str(site)):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def boot(hermes_home: Path, kernel_factory):
+    """A kernel with entry points and local plugins loaded (autoload on), selection
+    unchecked. Only plugins in this test's ``site`` carry the prefix ``t-``."""
+
+    def make(**kwargs):
+        kwargs.setdefault("autoload", True)
+        return kernel_factory(**kwargs)
+
+    return make
+
+
+def ours(kernel) -> dict[str, hermes.PluginRecord]:
+    return {r.name: r for r in kernel.plugins if r.name.startswith("t-")}
+
+
+# -- default plugins ---------------------------------------------------------------
+
+
+def test_default_plugins_register_through_the_plugin_path(kernel):
+    records = {r.name: r for r in kernel.plugins}
+    assert records, "the package lists default plugins"
+    for record in records.values():
+        assert record.source == "default"
+        assert record.status == "active", record.failure
+        assert record.module.startswith("hermes.plugins")
+    assert kernel.failures == []
+
+
+def test_default_plugin_can_be_blocked_by_env_and_by_config(hermes_home, kernel_factory, monkeypatch):
+    name = next(r.name for r in kernel_factory().plugins)
+    monkeypatch.setenv("HERMES_DISABLE_PLUGINS", f"nothing, {name}")
+    record = {r.name: r for r in kernel_factory().plugins}[name]
+    assert record.status == "blocked"
+    assert "HERMES_DISABLE_PLUGINS" in record.blocked_by
+    monkeypatch.delenv("HERMES_DISABLE_PLUGINS")
+
+    record = {r.name: r for r in kernel_factory(config={"plugins": {"disabled": [name]}}).plugins}[name]
+    assert record.status == "blocked"
+    assert "plugins.disabled" in record.blocked_by
+    assert record.hooks == [] and record.registered == {}
+
+
+def test_blocked_default_is_never_imported(tmp_path, monkeypatch):
+    (tmp_path / "t_sentinel_default.py").write_text("raise RuntimeError('imported!')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pm = HermesPluginManager(LoadSwitches(disabled={"t-sentinel"}))
+    pm.load_defaults([("t-sentinel", "t_sentinel_default")])
+    assert pm.records["t-sentinel"].status == "blocked"
+    assert "t_sentinel_default" not in sys.modules
+
+
+def test_broken_default_is_recorded_not_raised(tmp_path, monkeypatch, capsys):
+    (tmp_path / "t_broken_default.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pm = HermesPluginManager(LoadSwitches())
+    pm.load_defaults([("t-broken", "t_broken_default")])
+    record = pm.records["t-broken"]
+    assert record.status == "failed" and record.failure.stage == "load"
+    assert "RuntimeError: boom at import" in record.failure.error
+    assert "boom at import" in record.failure.traceback
+    err = capsys.readouterr().err
+    assert "plugin t-broken failed to load" in err
+
+
+# -- entry points ------------------------------------------------------------------
+
+
+def test_entry_point_plugin_loads_with_distribution_and_version(site, boot):
+    make_distribution(site, "hermes-t-good", version="2.3", plugins={"t-good": "t_good"},
+                      modules={"t_good.py": engine_plugin("t-engine")})
+    kernel = boot()
+    record = ours(kernel)["t-good"]
+    assert (record.source, record.status, record.dist, record.version) == (
+        "entrypoint", "active", "hermes-t-good", "2.3")
+    assert record.hooks == ["hermes_register_context_engines"]
+    assert record.registered == {"context-engine": ["t-engine"]}
+    entry = kernel.registries.context_engines.get("t-engine")
+    assert entry.plugin == "t-good" and entry.description == "test engine t-engine"
+    assert record.as_dict()["distribution"] == "hermes-t-good"
+
+
+def test_entry_point_with_attribute_target(site, boot):
+    source = """
+import hermes
+
+class Plugin:
+    @hermes.hookimpl
+    def hermes_register_tools(self, register):
+        register(hermes.Tool(name="t_echo", schema={"description": "echo"},
+                             handler=lambda args, ctx: "ok"))
+
+plugin = Plugin()
+"""
+    make_distribution(site, "hermes-t-attr", plugins={"t-attr": "t_attr:plugin"},
+                      modules={"t_attr.py": source})
+    kernel = boot()
+    assert ours(kernel)["t-attr"].status == "active"
+    assert kernel.registries.tools.get("t_echo").plugin == "t-attr"
+
+
+def test_plugin_raising_at_import_is_reported_in_one_line(site, boot, capsys):
+    make_distribution(site, "hermes-t-broken", version="0.1", plugins={"t-broken": "t_broken"},
+                      modules={"t_broken.py": "import hermes\nraise ImportError('needs libfoo\\nreally')\n"})
+    make_distribution(site, "hermes-t-good", plugins={"t-good": "t_good"},
+                      modules={"t_good.py": engine_plugin("t-engine")})
+    kernel = boot()
+    records = ours(kernel)
+    assert records["t-good"].status == "active", "one broken plugin never stops the others"
+    broken = records["t-broken"]
+    assert broken.status == "failed" and broken.failure.stage == "load"
+    assert broken.failure.error == "ImportError: needs libfoo really"
+    assert "t_broken.py" in broken.failure.traceback
+    lines = [line for line in capsys.readouterr().err.splitlines() if "t-broken" in line]
+    assert len(lines) == 1
+    assert "plugin t-broken (hermes-t-broken 0.1) failed to load: ImportError" in lines[0]
+    assert "hermes plugins disable t-broken" in lines[0]
+    assert [f for f in kernel.failures if f.name.startswith("t-")] == [broken.failure]
+
+
+def test_misspelled_hook_is_a_load_failure_with_a_hint(site, boot):
+    source = engine_plugin("t-typo-engine", extra="""
+@hermes.hookimpl
+def hermes_register_context_engine(register):
+    pass
+""")
+    make_distribution(site, "hermes-t-typo", plugins={"t-typo": "t_typo"}, modules={"t_typo.py": source})
+    kernel = boot()
+    record = ours(kernel)["t-typo"]
+    assert record.status == "failed"
+    assert "hermes_register_context_engine (did you mean hermes_register_context_engines?)" in record.failure.error
+    # Rolled back: its correctly named hook registered nothing.
+    assert "t-typo-engine" not in kernel.registries.context_engines
+    assert kernel.pm.get_plugin("t-typo") is None
+
+
+def test_optionalhook_for_an_unknown_hook_is_allowed(register_plugin, kernel):
+    class Plugin:
+        @hermes.hookimpl(optionalhook=True)
+        def hermes_some_future_hook(self, thing):
+            pass
+
+    assert register_plugin(Plugin(), "t-future").status == "active"
+
+
+def test_hook_wrappers_are_refused(register_plugin):
+    class Plugin:
+        @hermes.hookimpl(wrapper=True)
+        def hermes_turn_end(self, session, turn):
+            return (yield)
+
+    record = register_plugin(Plugin(), "t-wrapper")
+    assert record.status == "failed"
+    assert "hook wrappers are not supported" in record.failure.error
+
+
+def test_wrong_argument_name_is_a_load_failure(kernel, register_plugin):
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_context_engines(self, register):
+            register("t-never", object)
+
+        @hermes.hookimpl
+        def hermes_turn_end(self, session, turns):  # `turns` is no argument of the spec
+            pass
+
+    record = register_plugin(Plugin(), "t-args")
+    assert record.status == "failed"
+    assert "turns" in record.failure.error and "\n" not in record.failure.error
+    assert "t-never" not in kernel.registries.context_engines
+
+
+def test_plugin_raising_at_registration_is_rolled_back(site, boot, capsys):
+    source = engine_plugin("t-half", extra="""
+@hermes.hookimpl
+def hermes_register_tools(register):
+    raise RuntimeError("tool registry exploded")
+""")
+    make_distribution(site, "hermes-t-half", plugins={"t-half": "t_half"}, modules={"t_half.py": source})
+    kernel = boot()
+    record = ours(kernel)["t-half"]
+    assert record.status == "failed" and record.failure.stage == "register"
+    assert record.failure.error == "RuntimeError: tool registry exploded"
+    # Engines are registered before tools: the engine it did register is gone again.
+    assert "t-half" not in kernel.registries.context_engines
+    assert kernel.pm.get_plugin("t-half") is None
+    assert "plugin t-half (hermes-t-half 1.0) failed to register" in capsys.readouterr().err
+
+
+def test_two_plugins_claiming_one_engine_name(site, boot, capsys):
+    make_distribution(site, "hermes-t-first", plugins={"t-first": "t_first"},
+                      modules={"t_first.py": engine_plugin("t-shared", cls="A")})
+    make_distribution(site, "hermes-t-second", plugins={"t-second": "t_second"},
+                      modules={"t_second.py": engine_plugin("t-shared", cls="B")})
+    kernel = boot()
+    records = ours(kernel)
+    statuses = sorted((r.status, r.name) for r in records.values())
+    assert [s for s, _ in statuses] == ["active", "failed"], "the kernel keeps going"
+    winner = next(r for r in records.values() if r.status == "active")
+    loser = next(r for r in records.values() if r.status == "failed")
+    assert kernel.registries.context_engines.get("t-shared").plugin == winner.name
+    assert loser.failure.stage == "register (name conflict)"
+    assert "ConflictError" in loser.failure.error
+    assert f"'{winner.name}' and '{loser.name}'" in loser.failure.error
+    assert f"hermes plugins disable {loser.name}" in loser.failure.error
+    assert loser.failure.line() in capsys.readouterr().err
+
+
+def test_default_keeps_a_name_a_later_plugin_claims(kernel_factory):
+    """Registration runs in registration order: the established (default) plugin keeps
+    its name and the newcomer is the one in conflict."""
+    k = kernel_factory()
+    taken = next((e for reg in k.registries.all() for e in reg), None)
+    if taken is None:
+        pytest.skip("no default plugin registers anything yet")
+    name, kind = taken.name, taken.kind
+
+    class Newcomer:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(name=name, schema={}, handler=lambda a, c: ""))
+
+        @hermes.hookimpl
+        def hermes_register_context_engines(self, register):
+            register(name, lambda: None)
+
+        @hermes.hookimpl
+        def hermes_register_memory_providers(self, register):
+            register(name, lambda: None)
+
+        @hermes.hookimpl
+        def hermes_register_session_stores(self, register):
+            register(name, lambda: None)
+
+        @hermes.hookimpl
+        def hermes_register_llm_clients(self, register):
+            register(name, lambda: None)
+
+        @hermes.hookimpl
+        def hermes_register_prompt_layers(self, register):
+            register(name, lambda: None)
+
+    k2 = kernel_factory(plugins=[Newcomer()])
+    assert k2.registries.by_kind(kind).get(name).plugin == taken.plugin
+    failed = [r for r in k2.plugins if r.status == "failed"]
+    assert len(failed) == 1 and failed[0].failure.stage == "register (name conflict)"
+
+
+def test_tryfirst_and_trylast_order_registration(kernel_factory):
+    order: list[str] = []
+
+    def plugin(tag: str, **opts):
+        class P:
+            @hermes.hookimpl(**opts)
+            def hermes_register_tools(self, register):
+                order.append(tag)
+
+        P.__name__ = tag
+        return P()
+
+    kernel_factory(defaults=False, plugins=[plugin("late", trylast=True), plugin("a"),
+                                            plugin("first", tryfirst=True), plugin("b")])
+    assert order == ["first", "a", "b", "late"]
+
+
+# -- switches ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def three(site):
+    """Three good entry-point plugins, each writing a marker when imported."""
+    for tag in ("a", "b", "c"):
+        make_distribution(site, f"hermes-t-{tag}", plugins={f"t-{tag}": f"t_{tag}"}, modules={
+            f"t_{tag}.py": engine_plugin(f"t-engine-{tag}")
+            + f"\nimport pathlib\npathlib.Path(__file__).with_suffix('.imported').touch()\n"})
+    return site
+
+
+def imported(site: Path) -> set[str]:
+    return {p.stem.removeprefix("t_") for p in site.glob("*.imported")}
+
+
+def test_load_plugins_env_loads_only_those(three, boot, monkeypatch):
+    monkeypatch.setenv("HERMES_LOAD_PLUGINS", "t-a, t-c")
+    records = ours(boot())
+    assert {n: r.status for n, r in records.items()} == {
+        "t-a": "active", "t-b": "blocked", "t-c": "active"}
+    assert "HERMES_LOAD_PLUGINS" in records["t-b"].blocked_by
+    assert imported(three) == {"a", "c"}, "a blocked plugin is filtered before import"
+
+
+def test_load_plugins_empty_means_none(three, boot, monkeypatch, kernel):
+    monkeypatch.setenv("HERMES_LOAD_PLUGINS", "")
+    k = boot()
+    assert {r.status for r in ours(k).values()} == {"blocked"}
+    assert imported(three) == set()
+    defaults = [r for r in k.plugins if r.source == "default"]
+    assert defaults and all(r.status == "active" for r in defaults), "defaults are not entry points"
+
+
+def test_load_plugins_keyword_overrides_env(three, boot, monkeypatch):
+    monkeypatch.setenv("HERMES_LOAD_PLUGINS", "t-a")
+    records = ours(boot(load_plugins=["t-b"]))
+    assert [n for n, r in records.items() if r.status == "active"] == ["t-b"]
+
+
+def test_disable_plugins_env_blocks_entry_points(three, boot, monkeypatch):
+    monkeypatch.setenv("HERMES_DISABLE_PLUGINS", "t-b")
+    records = ours(boot())
+    assert records["t-b"].status == "blocked" and records["t-a"].status == "active"
+    assert "b" not in imported(three)
+
+
+def test_config_disabled_blocks_persistently(three, boot, hermes_home):
+    (hermes_home / "config.yaml").write_text("plugins:\n  disabled: [t-c]\n")
+    records = ours(boot())
+    assert records["t-c"].status == "blocked"
+    assert records["t-c"].blocked_by == "disabled in config (plugins.disabled)"
+    assert imported(three) == {"a", "b"}
+
+
+def test_safe_mode_loads_no_entry_point_or_local_plugin(three, boot, monkeypatch, hermes_home):
+    (hermes_home / "plugins").mkdir()
+    (hermes_home / "plugins" / "t_local.py").write_text("raise SystemExit('must not run')\n")
+    monkeypatch.setenv("HERMES_NO_PLUGINS", "1")
+    k = boot()
+    records = ours(k)
+    assert {r.status for r in records.values()} == {"blocked"}
+    assert all("safe mode" in r.blocked_by for r in records.values())
+    assert {r.name: r.status for r in k.plugins}["t_local"] == "blocked"
+    assert imported(three) == set()
+    assert all(r.status == "active" for r in k.plugins if r.source == "default")
+
+
+def test_strict_mode_raises_naming_the_plugin(site, boot, monkeypatch):
+    make_distribution(site, "hermes-t-broken", plugins={"t-broken": "t_broken"},
+                      modules={"t_broken.py": "raise ValueError('bad plugin')\n"})
+    monkeypatch.setenv("HERMES_STRICT_PLUGINS", "1")
+    with pytest.raises(hermes.PluginError, match="plugin t-broken .* failed to load: ValueError: bad plugin"):
+        boot()
+    monkeypatch.setenv("HERMES_STRICT_PLUGINS", "0")
+    assert ours(boot())["t-broken"].status == "failed"
+
+
+def test_strict_keyword_overrides_env(site, boot, monkeypatch):
+    make_distribution(site, "hermes-t-broken", plugins={"t-broken": "t_broken"},
+                      modules={"t_broken.py": "raise ValueError('bad plugin')\n"})
+    monkeypatch.setenv("HERMES_STRICT_PLUGINS", "1")
+    assert ours(boot(strict=False))["t-broken"].status == "failed"
+
+
+def test_trace_logs_every_hook_call(kernel_factory, monkeypatch, capsys):
+    monkeypatch.setenv("HERMES_TRACE_PLUGINS", "1")
+
+    class Observer:
+        @hermes.hookimpl
+        def hermes_session_end(self, session, reason):
+            raise RuntimeError("observer broke")
+
+    k = kernel_factory(plugins=[Observer()])
+    k.emit("hermes_session_end", session=hermes.SessionInfo(id="s1"), reason="user_exit")
+    err = capsys.readouterr().err
+    assert "hermes trace: hermes_register_tools() -> [" in err
+    assert "hermes trace: hermes_session_end(session=SessionInfo(id='s1'" in err
+    assert "Observer" in err
+    assert re.search(r"hermes_session_end in Observer-\w+ raised RuntimeError: observer broke", err)
+
+
+def test_switches_from_env_parsing():
+    s = LoadSwitches.from_env({"HERMES_LOAD_PLUGINS": " a,,b ", "HERMES_DISABLE_PLUGINS": "c",
+                               "HERMES_NO_PLUGINS": "yes", "HERMES_STRICT_PLUGINS": "off",
+                               "HERMES_TRACE_PLUGINS": "TRUE"})
+    assert (s.only, s.disabled, s.safe_mode, s.strict, s.trace) == ({"a", "b"}, {"c"}, True, False, True)
+    assert LoadSwitches.from_env({}).only is None
+    assert LoadSwitches.from_env({"HERMES_LOAD_PLUGINS": ""}).only == set()
+    assert s.block_reason("c", "default").startswith("disabled")
+    assert s.block_reason("x", "default") is None, "safe mode and --load never block defaults"
+
+
+# -- local plugins -----------------------------------------------------------------
+
+
+def test_local_plugins_load_from_home(boot, hermes_home, capsys):
+    plugins = hermes_home / "plugins"
+    plugins.mkdir()
+    (plugins / "t_mine.py").write_text(engine_plugin("t-local-engine"))
+    (plugins / "_helper.py").write_text("raise SystemExit('skipped: starts with _')\n")
+    (plugins / "t_bad.py").write_text("def broken(:\n")
+    (plugins / "notes.txt").write_text("ignored")
+    k = boot()
+    records = {r.name: r for r in k.plugins if r.source == "local"}
+    assert set(records) == {"t_mine", "t_bad"}
+    mine = records["t_mine"]
+    assert (mine.status, mine.path, mine.dist) == ("active", str(plugins / "t_mine.py"), None)
+    assert k.registries.context_engines.get("t-local-engine").plugin == "t_mine"
+    assert records["t_bad"].status == "failed"
+    assert "SyntaxError" in records["t_bad"].failure.error
+    assert "plugin t_bad failed to load: SyntaxError" in capsys.readouterr().err
+
+
+def test_local_plugins_obey_load_and_disable(boot, hermes_home, monkeypatch):
+    plugins = hermes_home / "plugins"
+    plugins.mkdir()
+    (plugins / "t_one.py").write_text(engine_plugin("t-one"))
+    (plugins / "t_two.py").write_text(engine_plugin("t-two"))
+    monkeypatch.setenv("HERMES_LOAD_PLUGINS", "t_one")
+    statuses = {r.name: r.status for r in boot().plugins if r.source == "local"}
+    assert statuses == {"t_one": "active", "t_two": "blocked"}
+    monkeypatch.delenv("HERMES_LOAD_PLUGINS")
+    statuses = {r.name: r.status for r in boot(disable_plugins=["t_one"]).plugins if r.source == "local"}
+    assert statuses == {"t_one": "blocked", "t_two": "active"}
+
+
+def test_local_plugin_with_a_taken_name_does_not_displace_the_first(boot, hermes_home, kernel):
+    default = next(r.name for r in kernel.plugins)
+    (hermes_home / "plugins").mkdir()
+    (hermes_home / "plugins" / f"{default}.py").write_text(engine_plugin("t-impostor"))
+    k = boot()
+    records = {r.name: r for r in k.plugins}
+    assert records[default].status == "active" and records[default].source == "default"
+    clash = records[f"{default}@local"]
+    assert clash.status == "failed"
+    assert f"the plugin name '{default}' is already taken by a default plugin" in clash.failure.error
+    assert "t-impostor" not in k.registries.context_engines
+
+
+def test_two_distributions_with_one_entry_point_name(site, boot):
+    make_distribution(site, "hermes-t-one", plugins={"t-same": "t_one"},
+                      modules={"t_one.py": engine_plugin("t-one")})
+    make_distribution(site, "hermes-t-two", plugins={"t-same": "t_two"},
+                      modules={"t_two.py": engine_plugin("t-two")})
+    k = boot()
+    records = ours(k)
+    assert records["t-same"].status == "active"
+    clash = next(r for n, r in records.items() if n.startswith("t-same@"))
+    assert clash.status == "failed" and "already taken" in clash.failure.error
+    assert clash.dist in ("hermes-t-one", "hermes-t-two") and clash.dist != records["t-same"].dist
+
+
+# -- registered by code, events ----------------------------------------------------
+
+
+def test_register_plugin_refuses_a_taken_name(kernel, register_plugin):
+    class P:
+        pass
+
+    register_plugin(P(), "t-p")
+    with pytest.raises(hermes.PluginError, match="already registered"):
+        kernel.register_plugin(P(), "t-p")
+
+
+def test_unregister_plugin_removes_what_it_registered(kernel):
+    kernel.register_plugin(_engine_plugin_object("t-gone"), "t-gone-plugin")
+    assert "t-gone" in kernel.registries.context_engines
+    kernel.unregister_plugin("t-gone-plugin")
+    assert "t-gone" not in kernel.registries.context_engines
+    assert "t-gone-plugin" not in {r.name for r in kernel.plugins}
+
+
+def _engine_plugin_object(engine: str):
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_context_engines(self, register):
+            register(engine, lambda: None)
+
+    return Plugin()
+
+
+def test_event_hook_errors_are_isolated_and_logged_once(kernel, register_plugin, caplog):
+    seen: list[str] = []
+
+    class Broken:
+        @hermes.hookimpl
+        def hermes_turn_end(self, session, turn):
+            raise ValueError("observer bug")
+
+    class Fine:
+        @hermes.hookimpl
+        def hermes_turn_end(self, turn):  # any subset of the arguments
+            seen.append(turn.answer)
+
+    register_plugin(Fine(), "t-fine")
+    register_plugin(Broken(), "t-broken")
+    caplog.set_level(logging.WARNING, logger="hermes.plugins")
+    for i in range(3):
+        kernel.emit("hermes_turn_end", session=hermes.SessionInfo(id="s"),
+                    turn=hermes.TurnEvent(user_message="q", answer=f"a{i}"))
+    assert seen == ["a0", "a1", "a2"], "a broken observer never stops the others"
+    warnings = [r for r in caplog.records if "t-broken raised in hermes_turn_end" in r.getMessage()]
+    assert len(warnings) == 1, "logged once per (plugin, hook), not once per call"
+    assert kernel.pm.hook_errors[("t-broken", "hermes_turn_end")] == "ValueError: observer bug"
+
+
+def test_emit_refuses_registration_hooks(kernel):
+    with pytest.raises(ValueError, match="not an event hook"):
+        kernel.emit("hermes_register_tools", register=print)
+
+
+def test_hook_recorder_sees_events_and_later_registrations(kernel, hook_recorder, register_plugin):
+    register_plugin(_engine_plugin_object("t-rec"), "t-rec-plugin")
+    kernel.emit("hermes_session_start", session=hermes.SessionInfo(id="s9"))
+    assert "hermes_register_context_engines" in hook_recorder.names()
+    assert hook_recorder.of("hermes_session_start") == [{"session": hermes.SessionInfo(id="s9")}]
+    hook_recorder.close()
+    kernel.emit("hermes_session_start", session=hermes.SessionInfo(id="s10"))
+    assert len(hook_recorder.of("hermes_session_start")) == 1
+
+
+def test_kernels_share_nothing(kernel_factory):
+    a, b = kernel_factory(), kernel_factory()
+    a.register_plugin(_engine_plugin_object("t-only-a"), "t-a")
+    assert "t-only-a" in a.registries.context_engines
+    assert "t-only-a" not in b.registries.context_engines
+    assert a.pm is not b.pm
