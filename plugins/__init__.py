@@ -12,4 +12,6 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("builtin-memory", "hermes.plugins.memory"),
     ("prompt-layers", "hermes.plugins.prompt"),
     ("skills", "hermes.plugins.prompt.skills"),
+    ("anthropic", "hermes.plugins.llm.anthropic_plugin"),
+    ("openai", "hermes.plugins.llm.openai_plugin"),
 )
