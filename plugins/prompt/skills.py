@@ -78,7 +78,7 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
             header, body = "".join(lines[1:i]), "".join(lines[i + 1:])
             break
     else:
-        return {}, hermes.strip_frontmatter(text), "frontmatter is not closed by a '---' line"
+        return {}, "".join(lines[1:]), "frontmatter is not closed by a '---' line"
     import yaml  # cheap enough, but only needed when skills exist
 
     try:
