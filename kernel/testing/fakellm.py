@@ -49,7 +49,7 @@ from typing import Any
 
 from ..util import estimate_tokens
 
-__all__ = ["FakeLLMServer", "Reply", "Request", "embed"]
+__all__ = ["FakeLLMServer", "Reply", "Request", "anthropic_prefixes", "embed"]
 
 #: How far back (in blocks) from a breakpoint the Anthropic API looks for a cache hit.
 LOOKBACK_BLOCKS = 20
@@ -237,6 +237,14 @@ def _prefix_hashes(blocks: list[_Block]) -> tuple[list[str], list[int]]:
         hashes.append(digest.copy().hexdigest())
         totals.append(total)
     return hashes, totals
+
+
+def anthropic_prefixes(body: dict[str, Any]) -> list[tuple[str, int]]:
+    """``(hash, tokens)`` of every prefix of a Messages request that ends at a block
+    boundary (tools, system, messages; markers ignored), as the fake's cache sees it.
+    Benchmarks use it to compute what an ideal cache could have reused."""
+    hashes, totals = _prefix_hashes(_anthropic_blocks(body))
+    return list(zip(hashes, totals, strict=True))
 
 
 class _HTTPServer(ThreadingHTTPServer):
