@@ -25,6 +25,17 @@ from .contracts import (
     TurnEvent,
     Usage,
 )
+from .compaction import (
+    MEMORY_CONTEXT_MAX_CHARS,
+    SUMMARY_END_MARKER,
+    SUMMARY_PREFIX,
+    automatic_compaction_status_message,
+    call_compress,
+    is_compaction_summary,
+    redact_secrets,
+    resolve_model_threshold,
+    sanitize_memory_context,
+)
 from .core import Kernel
 from .errors import (
     ConfigError,
@@ -61,7 +72,16 @@ __version__ = "0.1.0"
 PLUGIN_API_VERSION = 1
 
 __all__ = [
+    "MEMORY_CONTEXT_MAX_CHARS",
     "PLUGIN_API_VERSION",
+    "SUMMARY_END_MARKER",
+    "SUMMARY_PREFIX",
+    "automatic_compaction_status_message",
+    "call_compress",
+    "is_compaction_summary",
+    "redact_secrets",
+    "resolve_model_threshold",
+    "sanitize_memory_context",
     "BuiltPrompt",
     "CompactionEvent",
     "Config",

@@ -47,6 +47,10 @@ DEFAULTS: dict[str, Any] = {
         "protect_last_n": 20,
         "hygiene_threshold": 0.85,
         "model_thresholds": {},
+        "small_window_floor": 0.75,
+        "threshold_tokens": None,
+        "abort_on_summary_failure": False,
+        "summary_timeout": 120.0,
     },
     "memory": {
         "memory_enabled": True,
@@ -79,6 +83,7 @@ _NULLABLE: dict[str, tuple[type, ...]] = {
     "model.max_tokens": (int,),
     "memory.fence_note": (str,),
     "prompt.system_message": (str,),
+    "compression.threshold_tokens": (int,),
     "prompt.ephemeral_system_prompt": (str,),
     "prompt.prefill_messages_file": (str,),
 }
@@ -103,6 +108,9 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "compression.target_ratio": (_fraction, "a fraction between 0 and 1, e.g. 0.2"),
     "compression.hygiene_threshold": (_fraction, "a fraction between 0 and 1, e.g. 0.85"),
     "compression.protect_last_n": (lambda v: v >= 1, "a whole number of at least 1"),
+    "compression.small_window_floor": (lambda v: 0 <= v <= 1, "0 (off) or a fraction up to 1, e.g. 0.75"),
+    "compression.threshold_tokens": (lambda v: v >= 1024, "a token count of at least 1024, or null"),
+    "compression.summary_timeout": (lambda v: v > 0, "a positive number of seconds"),
     "memory.memory_char_limit": (lambda v: v > 0, "a positive number of characters"),
     "memory.user_char_limit": (lambda v: v > 0, "a positive number of characters"),
     "memory.nudge_interval": (lambda v: v >= 0, "0 (off) or a positive number of turns"),

@@ -270,38 +270,67 @@ class LLMClient(ABC):
 
 
 class ContextEngine(ABC):
-    """Decides when the conversation must shrink and how.
+    """Decides when the conversation must shrink and how (Hermes' ``ContextEngine``).
 
-    The runtime reads the attributes below directly, calls :meth:`update_from_response`
-    after every model call, asks :meth:`should_compress` each turn and calls
-    :meth:`compress` when it says yes. ``compress`` must return a valid transcript (no
-    orphan tool call or result, alternating roles) that keeps the newest user message,
-    and must not mutate the list it is given.
+    The runtime (the *host*) reads the attributes below directly, calls
+    :meth:`update_from_response` after every model call, asks :meth:`should_compress_info`
+    each turn and calls :meth:`compress` when it says yes. ``compress`` must return a
+    valid transcript (no orphan tool call or result, no two consecutive user or assistant
+    messages) that keeps the newest user message, and must never mutate its input. The
+    conformance suite :class:`hermes.testing.conformance.ContextEngineConformance` checks
+    all of this for any engine.
+
+    Lifecycle: built by its factory → :meth:`update_model` → :meth:`on_session_start` →
+    per model call :meth:`update_from_response` → per turn :meth:`should_compress_info`
+    (and :meth:`should_compress_preflight` before a call) → :meth:`compress` when due →
+    :meth:`on_session_end` at real boundaries; :meth:`on_session_reset` on ``/new``.
     """
 
+    #: Prompt tokens the provider reported for the last call. ``0`` means "no real usage
+    #: yet, use a rough estimate"; ``-1`` means "a compaction just ran, awaiting usage".
     last_prompt_tokens: int = 0
     last_completion_tokens: int = 0
     last_total_tokens: int = 0
+    #: The compaction trigger in tokens (derived from the window in :meth:`update_model`).
     threshold_tokens: int = 0
+    #: The main model's context window in tokens.
     context_length: int = 0
+    #: Completed compactions this session.
     compression_count: int = 0
+    #: Trigger as a fraction of the window (plugin-engine default; ``compressor`` uses 0.50).
     threshold_percent: float = 0.75
+    #: Non-system head messages kept verbatim besides the system prompt.
     protect_first_n: int = 3
+    #: Newest messages kept verbatim (a floor; engines may protect more by token budget).
     protect_last_n: int = 6
+    #: ``False`` keeps successful automatic compactions silent (manual ones always report).
     emit_automatic_compaction_status: bool = True
+    #: Per-model trigger overrides ``{model-substring: fraction}`` (``compression.model_thresholds``);
+    #: the longest key contained in the model name wins (``provider:substring`` keys are
+    #: scoped to one provider). Hosts set it before the first :meth:`update_model`.
+    model_thresholds: dict[str, float] | None = None
+    #: What the last :meth:`compress` did, for the host's report and the ``hermes_compaction``
+    #: event (engine-defined; the ``compressor`` documents its keys), or ``None``.
+    last_compression: dict[str, Any] | None = None
 
     @property
     @abstractmethod
     def name(self) -> str:
-        """The id that ``context.engine`` selects (``compressor``, ``lcm`` …)."""
+        """Short id; must equal the ``context.engine`` value that selects it (``compressor``,
+        ``lcm`` …)."""
 
     @abstractmethod
     def update_from_response(self, usage: dict[str, Any]) -> None:
-        """Record the usage of the last model call (see :meth:`Usage.as_dict`)."""
+        """Record the usage of the last model call; called after **every** call.
+
+        ``usage`` is :meth:`hermes.Usage.as_dict`: ``prompt_tokens``,
+        ``completion_tokens`` and ``total_tokens`` are always present; ``input_tokens``,
+        ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens`` and
+        ``reasoning_tokens`` may be missing on older hosts."""
 
     @abstractmethod
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
-        """Whether to compact now (``prompt_tokens`` defaults to the last usage)."""
+        """Whether to compact now (``prompt_tokens`` defaults to :attr:`last_prompt_tokens`)."""
 
     @abstractmethod
     def compress(
@@ -312,57 +341,110 @@ class ContextEngine(ABC):
         force: bool = False,
         memory_context: str = "",
     ) -> list[Message]:
-        """Return a smaller, valid transcript. The runtime passes only the keyword
-        arguments this method's signature accepts, so older engines may omit some."""
+        """Return a smaller, valid OpenAI-style transcript; never mutate ``messages``.
+
+        ``messages`` starts with the system prompt when there is one. ``focus_topic``
+        comes from ``/compress <focus>``; ``force`` bypasses engine-owned cooldowns and
+        guards (manual ``/compress``, a context-overflow retry); ``memory_context`` is
+        memory-provider text (``on_pre_compress``) for the summarizer. Hosts call this
+        through :func:`hermes.call_compress`, which passes only the keyword arguments the
+        engine's signature accepts, so older engines may omit the optional ones. Returning
+        a list equal to the input means "nothing was compacted"."""
 
     # -- optional, with safe defaults -------------------------------------------------
 
     def should_compress_info(self, prompt_tokens: int | None = None) -> tuple[bool, str | None]:
-        """``(should_compress, reason)``; ``reason`` explains a blocked state
-        (cooldown, anti-thrash, no summarizer) so callers can warn instead of skipping."""
+        """``(should_compress, reason)``. ``reason`` is ``None`` unless compaction is due
+        but blocked; engines with guards return a short reason (``"cooldown:<seconds>"``
+        after a summary failure, ``"ineffective"`` from the anti-thrash guard,
+        ``"frequency:<seconds>"``, ``"disabled"``) so the host can warn instead of
+        silently skipping."""
         return self.should_compress(prompt_tokens), None
 
     def should_compress_preflight(self, messages: list[Message]) -> bool:
-        """A cheap check before the call, on a rough estimate of ``messages``."""
+        """A cheap check before a model call, on a rough estimate of ``messages`` (the
+        system prompt included). Default: ``False``."""
         return False
+
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
+        """Whether a rough pre-call estimate over the threshold should wait for the
+        provider's real count instead of compacting now. Default: ``False``."""
+        return False
+
+    def pending_compression_operation(self, messages: list[Message]) -> str | None:
+        """``"sanitize"`` only when the next automatic :meth:`compress` is guaranteed to
+        be pure sanitation of exactly these messages; ``None`` (default) otherwise."""
+        return None
 
     def prune_tool_results_only(
         self, messages: list[Message], current_tokens: int | None = None
     ) -> tuple[list[Message], int]:
-        """Cheap deterministic trimming of old tool output; ``(messages, n_pruned)``."""
+        """Cheap deterministic trimming of old tool output, independent of
+        :meth:`should_compress`: ``(messages, n_pruned)``. A no-op returns the input
+        object itself. Default: ``(messages, 0)``."""
         return messages, 0
 
+    def select_context(
+        self,
+        request_messages: list[Message],
+        *,
+        conversation_messages: list[Message] | None = None,
+        incoming_message: Message | None = None,
+        budget_tokens: int = 0,
+    ) -> list[Message] | None:
+        """A request-only view of the messages for the next call (never persisted), or
+        ``None`` (default) to send them unchanged. ``budget_tokens`` is the window or 0."""
+        return None
+
+    def on_turn_complete(
+        self, messages: list[Message], usage: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        """Best-effort observation after each turn. ``messages`` is a read-only copy;
+        ``usage`` is ``None`` when no model call answered; kwargs may include
+        ``interrupted``, ``failed``, ``turn_id``, ``api_call_count``."""
+
+    def get_automatic_compaction_status_message(
+        self, *, phase: str, default_message: str, **context: Any
+    ) -> str | None:
+        """The status line for an automatic compaction (``phase`` is ``"preflight"`` or
+        ``"compress"``; context carries ``approx_tokens``/``threshold_tokens``), or
+        ``None`` to stay silent. Manual ``/compress``, warnings and errors always show."""
+        return default_message if self.emit_automatic_compaction_status else None
+
     def has_content_to_compress(self, messages: list[Message]) -> bool:
-        """``False`` lets ``/compress`` say "nothing to compress yet"."""
+        """``False`` lets ``/compress`` answer "nothing to compress yet". Default: ``True``."""
         return True
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
-        """A session starts (kwargs may hold ``hermes_home``, ``model``, ``context_length``)."""
+        """A session starts; kwargs may hold ``hermes_home``, ``platform``, ``model``,
+        ``context_length``."""
 
     def on_session_end(self, session_id: str, messages: list[Message]) -> None:
-        """A session ends at a real boundary (exit, ``/new``), never per turn."""
+        """A session ends at a real boundary (exit, ``/new``, expiry), never per turn."""
 
     def on_session_reset(self) -> None:
-        """``/new`` or ``/reset``: forget the usage figures and the compaction count."""
+        """``/new`` or ``/reset``: zero the usage figures and the compaction count (to
+        ``0``, deliberately not the ``-1`` "awaiting usage" sentinel)."""
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
         self.compression_count = 0
 
-    def on_turn_complete(self, messages: list[Message], usage: dict | None = None, **kw: Any) -> None:
-        """Best-effort observation after each turn."""
-
     def get_tool_schemas(self) -> list[dict[str, Any]]:
-        """Tools this engine offers the model (OpenAI function schemas)."""
+        """Tools this engine offers the model (OpenAI function schemas); the host routes
+        calls to them to :meth:`handle_tool_call`. Default: none."""
         return []
 
     def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
-        """Run one of this engine's tools; must return a JSON string."""
+        """Run one of this engine's tools and return a JSON string (kwargs may carry
+        ``messages``, the live transcript). Unknown names give a JSON error."""
         return json.dumps({"error": f"Unknown context engine tool: {name}"})
 
     def get_status(self) -> dict[str, Any]:
-        """Figures for ``hermes doctor`` and the chat status line."""
-        tokens = max(self.last_prompt_tokens, 0)
+        """Figures for ``hermes doctor`` and the chat status line: ``last_prompt_tokens``
+        (never negative), ``threshold_tokens``, ``context_length``, ``usage_percent``
+        (at most 100; 0 without a window) and ``compression_count``. Engines add keys."""
+        tokens = max(int(self.last_prompt_tokens or 0), 0)
         usage = min(100.0, tokens / self.context_length * 100) if self.context_length else 0.0
         return {
             "last_prompt_tokens": tokens,
@@ -379,9 +461,22 @@ class ContextEngine(ABC):
         base_url: str = "",
         api_key: str = "",
         provider: str = "",
+        api_mode: str = "",
     ) -> None:
-        """The main model (and so the window) changed."""
-        self.context_length = int(context_length)
+        """The main model (and so the window) is set or changed.
+
+        The configured :attr:`threshold_percent` is remembered on the first call, so a
+        later switch to a model without an override falls back to it rather than to the
+        previous model's override; :attr:`model_thresholds` is resolved with
+        :func:`hermes.resolve_model_threshold` and :attr:`threshold_tokens` recomputed."""
+        from .compaction import resolve_model_threshold
+
+        if "_config_threshold_percent" not in self.__dict__:
+            self._config_threshold_percent = float(self.threshold_percent)
+        self.threshold_percent = resolve_model_threshold(
+            model, self.model_thresholds, self._config_threshold_percent, provider=provider
+        )
+        self.context_length = int(context_length or 0)
         self.threshold_tokens = int(self.context_length * self.threshold_percent)
 
 

@@ -174,8 +174,10 @@ class Kernel:
     # -- selection --------------------------------------------------------------------
 
     def selected(self, kind: str) -> str:
-        """The configured name for a selectable kind (``context-engine`` …)."""
-        return str(self.config.get(SELECTION_KEYS[kind]) or "")
+        """The configured name for a selectable kind (``context-engine``,
+        ``memory-provider``, ``session-store``, ``llm``); ``""`` for the other kinds."""
+        key = SELECTION_KEYS.get(kind)
+        return str(self.config.get(key) or "") if key else ""
 
     def _check_selection(self, *, raise_errors: bool) -> None:
         self.selection_errors = []
@@ -193,9 +195,12 @@ class Kernel:
         """A new instance of the named (or configured) component of ``kind``."""
         registry = self.registries.by_kind(kind)
         setting = SELECTION_KEYS.get(kind, "")
+        configured = self.selected(kind)
         if name is None:
-            name = self.selected(kind)
-        return registry.get(name, setting=setting if name == self.selected(kind) else "").build(self)
+            if not setting:
+                raise ValueError(f"no config key selects a {kind}; pass its name")
+            name = configured
+        return registry.get(name, setting=setting if name == configured else "").build(self)
 
     def shared(self, kind: str, name: str | None = None) -> Any:
         """One instance per kernel of the named (or configured) component, built on first

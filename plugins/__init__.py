@@ -9,6 +9,7 @@ so any of them can be blocked (``hermes plugins disable NAME``).
 #: ``(plugin name, module)`` pairs, in registration order.
 DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("agent-tools", "hermes.plugins.agent_tools"),
+    ("compressor", "hermes.plugins.compressor"),
     ("builtin-memory", "hermes.plugins.memory"),
     ("prompt-layers", "hermes.plugins.prompt"),
     ("skills", "hermes.plugins.prompt.skills"),

@@ -326,7 +326,7 @@ def three(site):
     for tag in ("a", "b", "c"):
         make_distribution(site, f"hermes-t-{tag}", plugins={f"t-{tag}": f"t_{tag}"}, modules={
             f"t_{tag}.py": engine_plugin(f"t-engine-{tag}")
-            + f"\nimport pathlib\npathlib.Path(__file__).with_suffix('.imported').touch()\n"})
+            + "\nimport pathlib\npathlib.Path(__file__).with_suffix('.imported').touch()\n"})
     return site
 
 

@@ -141,15 +141,17 @@ def test_first_registration_of_a_name_wins(registrations):
     reg = Registry("tool")
     owner: dict[str, str] = {}
     for name, plugin in registrations:
-        factory = object()
+        def factory():
+            return None
+
         if name in owner and owner[name] != plugin:
             with pytest.raises(hermes.ConflictError) as info:
-                reg.add(name, lambda: factory, plugin)
+                reg.add(name, factory, plugin)
             assert (info.value.first, info.value.second) == (owner[name], plugin)
         elif name in owner:
             with pytest.raises(ValueError):
-                reg.add(name, lambda: factory, plugin)
+                reg.add(name, factory, plugin)
         else:
-            reg.add(name, lambda: factory, plugin)
+            reg.add(name, factory, plugin)
             owner[name] = plugin
     assert {e.name: e.plugin for e in reg} == owner

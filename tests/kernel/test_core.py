@@ -1,0 +1,182 @@
+"""The Kernel: boot, selection by config, factories and shared instances, LLM client
+resolution, tools, plugin config, events, closing."""
+
+from __future__ import annotations
+
+import pytest
+
+import hermes
+
+
+class Engine(hermes.ContextEngine):
+    """A context engine that keeps everything."""
+
+    name = "t-keep"
+
+    def __init__(self, kernel=None):
+        self.kernel = kernel
+
+    def update_from_response(self, usage):
+        pass
+
+    def should_compress(self, prompt_tokens=None):
+        return False
+
+    def compress(self, messages, **kwargs):
+        return list(messages)
+
+
+class Client(hermes.LLMClient):
+    name = "t-llm"
+    closed = 0
+
+    def __init__(self, kernel, base_url=None, api_key=None):
+        self.kernel, self.base_url, self.api_key = kernel, base_url, api_key
+
+    def complete(self, request):
+        return hermes.LLMResponse(content=f"{request.model}:{self.base_url}")
+
+    def close(self):
+        Client.closed += 1
+        raise RuntimeError("closing must never fail the caller")
+
+
+class Store:
+    """Stands in for a session store: the kernel only builds and shares it."""
+
+
+class Plugin:
+    @hermes.hookimpl
+    def hermes_register_context_engines(self, register):
+        register("t-keep", Engine)
+
+    @hermes.hookimpl
+    def hermes_register_llm_clients(self, register):
+        register("t-llm", Client)
+
+    @hermes.hookimpl
+    def hermes_register_session_stores(self, register):
+        register("t-store", Store)
+
+    @hermes.hookimpl
+    def hermes_register_tools(self, register):
+        register(hermes.Tool(name="t_on", schema={}, handler=lambda a, c: "on"))
+        register(hermes.Tool(name="t_off", schema={}, handler=lambda a, c: "off",
+                             available=lambda: False))
+        register(hermes.Tool(name="t_broken_check", schema={}, handler=lambda a, c: "x",
+                             available=lambda: 1 / 0))
+
+
+SELECT_OURS = {"context": {"engine": "t-keep"}, "model": {"provider": "t-llm", "name": "m1"},
+               "sessions": {"store": "t-store"}}
+
+
+@pytest.fixture
+def ours(kernel_factory):
+    def make(config=None, **kwargs):
+        return kernel_factory(config={**SELECT_OURS, **(config or {})}, plugins=[Plugin()], **kwargs)
+
+    return make
+
+
+def test_unknown_engine_name_fails_at_start_listing_the_valid_ones(kernel_factory):
+    with pytest.raises(hermes.UnknownPluginError) as info:
+        kernel_factory(config={"context": {"engine": "t-nope"}}, plugins=[Plugin()], check_selection=True)
+    message = str(info.value)
+    assert message.startswith("unknown context-engine 't-nope' (config `context.engine`). Choose one of: ")
+    assert "t-keep" in message and "hermes plugins list" in message and "\n" not in message
+
+
+def test_lenient_kernel_records_selection_errors(kernel_factory):
+    kernel = kernel_factory(config={"sessions": {"store": "t-nope"}, "memory": {"provider": "t-mem"}})
+    kinds = sorted(e.kind for e in kernel.selection_errors)
+    assert "session-store" in kinds and "memory-provider" in kinds
+    assert all(isinstance(e, hermes.UnknownPluginError) for e in kernel.selection_errors)
+
+
+def test_empty_memory_provider_means_builtin_only(kernel_factory):
+    kernel = kernel_factory(config={"memory": {"provider": ""}})
+    assert not [e for e in kernel.selection_errors if e.kind == "memory-provider"]
+
+
+def test_create_and_shared(ours):
+    kernel = ours(check_selection=True)
+    assert kernel.selected("context-engine") == "t-keep"
+    a, b = kernel.create("context-engine"), kernel.create("context-engine")
+    assert isinstance(a, Engine) and a is not b and a.kernel is kernel
+    assert kernel.shared("context-engine") is kernel.shared("context-engine", "t-keep")
+    with pytest.raises(hermes.UnknownPluginError, match="unknown context-engine 'x'. Choose one of"):
+        kernel.create("context-engine", "x")
+    assert isinstance(kernel.session_store, Store) and kernel.session_store is kernel.session_store
+
+
+def test_llm_client_is_shared_per_route(ours):
+    kernel = ours()
+    main = kernel.llm_client()
+    assert isinstance(main, Client) and main.kernel is kernel
+    assert kernel.llm_client("t-llm") is main
+    other = kernel.llm_client(base_url="http://127.0.0.1:1", api_key="k")
+    assert other is not main and (other.base_url, other.api_key) == ("http://127.0.0.1:1", "k")
+    with pytest.raises(hermes.UnknownPluginError, match="unknown llm 'x'"):
+        kernel.llm_client("x")
+
+
+def test_auxiliary_uses_its_section_else_the_main_model(ours):
+    kernel = ours(config={"auxiliary": {"compression": {"model": "small", "base_url": "http://aux"}}})
+    client, model = kernel.auxiliary("compression")
+    assert (model, client.base_url) == ("small", "http://aux")
+    client, model = kernel.auxiliary("session_search")
+    assert model == "m1" and client is kernel.llm_client()
+
+
+def test_auxiliary_is_none_when_no_client_can_be_built(ours, caplog):
+    kernel = ours(config={"auxiliary": {"compression": {"provider": "t-missing"}}})
+    assert kernel.auxiliary("compression") is None
+    assert "no auxiliary model for compression" in caplog.text
+
+
+def test_tools_hide_unavailable_and_broken_checks(ours, caplog):
+    names = [t.name for t in ours().tools()]
+    assert "t_on" in names and "t_off" not in names and "t_broken_check" not in names
+    assert "tool t_broken_check availability check failed" in caplog.text
+
+
+def test_close_closes_shared_instances_and_never_raises(ours):
+    Client.closed = 0
+    with ours() as kernel:
+        kernel.llm_client()
+        kernel.llm_client(base_url="http://x")
+    assert Client.closed == 2
+    kernel.close()  # idempotent
+    assert Client.closed == 2
+
+
+def test_repr_and_public_attributes(kernel):
+    assert repr(kernel).startswith("<Kernel home=")
+    assert kernel.home.is_dir() and isinstance(kernel.config, hermes.Config)
+
+
+def test_register_plugin_after_boot_fills_registries(kernel, register_plugin):
+    record = register_plugin(Plugin(), "t-late")
+    assert record.status == "active" and record.source == "registered"
+    assert kernel.registries.context_engines.get("t-keep").plugin == "t-late"
+    assert {r.name: r for r in kernel.plugins}["t-late"].registered["tool"] == [
+        "t_on", "t_off", "t_broken_check"]
+
+
+def test_failed_registration_after_boot_is_recorded(kernel, register_plugin):
+    class Bad:
+        @hermes.hookimpl
+        def hermes_register_memory_providers(self, register):
+            register("t-mem", lambda: None)
+            raise KeyError("oops")
+
+    record = register_plugin(Bad(), "t-bad")
+    assert record.status == "failed" and record.failure.stage == "register"
+    assert "t-mem" not in kernel.registries.memory_providers
+    assert record.failure in kernel.failures
+
+
+def test_plugins_keyword_and_defaults_off(kernel_factory):
+    kernel = kernel_factory(defaults=False, plugins=[Plugin()])
+    assert [r.source for r in kernel.plugins] == ["registered"]
