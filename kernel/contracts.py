@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 Message = dict[str, Any]
 
@@ -697,24 +697,79 @@ class PromptLayer(ABC):
 # --------------------------------------------------------------------------------------
 
 
+class SearchHit(TypedDict, total=False):
+    """One result of :meth:`SessionStore.search_messages` (a plain dict of this shape).
+
+    ``id``, ``session_id``, ``role``, ``timestamp`` and ``tool_name`` describe the matched
+    message; ``source``, ``model``, ``session_started`` and ``session_title`` its session.
+    ``snippet`` is a short excerpt with the matched text between ``>>>`` and ``<<<``.
+    ``context`` holds the neighbouring messages of the same session (at most one before and
+    one after, each ``{"id", "role", "content"}`` with content cut to 200 characters).
+    ``mode`` says how the hit was found:
+
+    * ``"strict"`` — every term of the query matched (word index, BM25 ranking);
+    * ``"relaxed"`` — the fallback for natural-language questions: the informative terms
+      (stop words dropped) OR-ed together, BM25 decides; used only when the strict query
+      found too few hits, and always ranked after the strict hits;
+    * ``"trigram"`` — a CJK query answered by the substring (trigram) index;
+    * ``"like"`` — a query with CJK terms too short for the trigram index (one or two
+      characters), answered by a substring scan.
+
+    ``score`` is the store's relevance (lower is better, BM25 convention); compare scores
+    only between hits of one mode.
+    """
+
+    id: int
+    session_id: str
+    role: str
+    snippet: str
+    timestamp: float
+    tool_name: str | None
+    source: str
+    model: str | None
+    session_started: float
+    session_title: str | None
+    context: list[dict[str, Any]]
+    mode: str
+    score: float
+
+
 class SessionStore(ABC):
     """Where sessions and every message live, searchable at once.
 
-    A session row has: ``id``, ``source``, ``user_id``, ``model``, ``model_config``,
-    ``system_prompt``, ``parent_session_id``, ``started_at``, ``ended_at``, ``end_reason``,
-    ``message_count``, ``tool_call_count``, the token counters, ``estimated_cost_usd``,
-    ``title`` and ``cwd``. Messages are returned as dicts with ``id``, ``session_id``,
-    ``role``, ``content``, ``tool_call_id``, ``tool_calls`` (decoded), ``tool_name``,
-    ``timestamp``, ``token_count``, ``finish_reason``, ``reasoning``.
+    A **session** row (a plain dict) has: ``id``, ``source``, ``user_id``, ``model``,
+    ``model_config`` (a dict, decoded), ``system_prompt``, ``parent_session_id``,
+    ``started_at``, ``ended_at``, ``end_reason``, ``last_active_at``, ``message_count``,
+    ``tool_call_count``, ``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
+    ``cache_write_tokens``, ``reasoning_tokens``, ``estimated_cost_usd``, ``title`` and
+    ``cwd``. Times are unix seconds (floats).
 
-    The conformance suite in :mod:`hermes.testing.conformance` pins the behaviour; a
+    A **message** row has ``id`` (increasing in append order), ``session_id``, ``role``,
+    ``content``, ``tool_call_id``, ``tool_calls`` (decoded list, OpenAI shape),
+    ``tool_name``, ``timestamp``, ``token_count``, ``finish_reason`` and ``reasoning``.
+
+    **Lineage.** ``parent_session_id`` links a session to the one it continues or was
+    spawned from; the parent's ``end_reason`` says how (``compression``, ``delegation``,
+    ``branched``, ``new_session``, ``user_exit`` …). A *compression continuation* is a
+    child started at or after its parent ended with ``end_reason == "compression"``; a
+    delegated sub-agent's session is a child started while the parent was still live.
+
+    **Concurrency.** Several processes (the CLI, a second agent, an import) may use one
+    store at once: writes never lose a message (they retry on contention for a bounded
+    time and then raise :class:`hermes.StoreError`), readers are never blocked by writers.
+    A store that cannot be opened (corrupt file, unreachable server) raises
+    :class:`hermes.StoreError` naming what is wrong and what to do.
+
+    Every method is safe to call from several threads. The conformance suite
+    :class:`hermes.testing.conformance.SessionStoreConformance` pins the behaviour; a
     store that passes it works with every part of Hermes.
     """
 
     #: Registry name (``sqlite`` …).
     name: str = ""
 
-    # sessions
+    # -- sessions -----------------------------------------------------------------------
+
     @abstractmethod
     def create_session(
         self,
@@ -727,24 +782,37 @@ class SessionStore(ABC):
         user_id: str | None = None,
         parent_session_id: str | None = None,
         cwd: str | None = None,
+        started_at: float | None = None,
     ) -> str:
-        """Create a session (idempotent for an existing id) and return its id."""
+        """Create a session and return its id.
+
+        ``session_id=None`` generates a new unique id (``YYYYMMDD_HHMMSS_xxxxxx``).
+        Creating an id that already exists changes nothing and returns the id, so callers
+        may "ensure" a session. ``started_at`` defaults to now (importers pass the
+        original time). A ``parent_session_id`` that names no session is stored as
+        ``None`` rather than failing.
+        """
 
     @abstractmethod
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """The session row, or ``None``."""
+        """The session row (see the class docstring), or ``None`` when there is none."""
 
     @abstractmethod
     def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
-        """Store the frozen system prompt of a session."""
+        """Store the frozen system prompt of a session (replacing any earlier one)."""
 
     @abstractmethod
     def end_session(self, session_id: str, end_reason: str) -> None:
-        """Stamp ``ended_at`` and ``end_reason``."""
+        """Stamp ``ended_at`` (now) and ``end_reason``.
+
+        The first end wins: ending an already-ended session changes nothing (so a late
+        ``user_exit`` cannot hide that the session was split by ``compression``). Call
+        :meth:`reopen_session` first to end it again.
+        """
 
     @abstractmethod
     def reopen_session(self, session_id: str) -> None:
-        """Clear ``ended_at`` and ``end_reason`` (the session is resumed)."""
+        """Clear ``ended_at`` and ``end_reason``: the session is resumed."""
 
     @abstractmethod
     def list_sessions(
@@ -756,28 +824,87 @@ class SessionStore(ABC):
         offset: int = 0,
         roots_only: bool = True,
     ) -> list[dict[str, Any]]:
-        """Newest first, with ``preview`` and ``last_active``; by default one row per
-        logical conversation (compression children folded into their root)."""
+        """Sessions, most recently active first, for browsing.
+
+        With ``roots_only`` (the default) there is one row per logical conversation: only
+        sessions without a parent are listed, and every descendant (compression
+        continuations, sub-agent sessions) is folded into its root. Each row is the
+        session row plus:
+
+        * ``preview`` — the first user message of the session, newlines as spaces, cut to
+          60 characters plus ``"..."`` (63 at most); ``""`` when there is none;
+        * ``last_active`` — the newest activity in the conversation (with
+          ``roots_only``, across the whole lineage), else ``started_at``;
+        * ``tip_id`` — :meth:`compression_tip` of the session (where to resume);
+        * ``lineage_size`` / ``lineage_messages`` — sessions and messages in the
+          lineage (1 and ``message_count`` without ``roots_only``).
+
+        ``source`` / ``exclude_sources`` filter on the listed session's source.
+        """
 
     @abstractmethod
     def resolve_session(self, ref: str) -> str | None:
-        """An exact id, a unique id prefix or a title (newest ``title #N`` wins)."""
+        """The id ``ref`` refers to, or ``None``.
+
+        Tried in order: an exact id; a title (the newest ``title #N`` continuation of it,
+        else the exact title); a unique id prefix. An ambiguous prefix gives ``None``.
+        ``%`` and ``_`` in ``ref`` are plain characters, never wildcards.
+        """
 
     @abstractmethod
-    def set_title(self, session_id: str, title: str | None) -> None:
-        """Set a unique title (``ValueError`` if taken by another session)."""
+    def set_title(self, session_id: str, title: str | None) -> str | None:
+        """Set (or with ``None``/blank, clear) a session's title; returns the stored title.
+
+        The title is cleaned first: control characters and invisible formatting
+        characters (zero-width, bidi, BOM) are removed and whitespace runs collapse to one
+        space. Raises ``ValueError`` when it is longer than 100 characters or already used
+        by another session (titles are unique when set).
+        """
 
     @abstractmethod
     def next_title_in_lineage(self, title: str) -> str:
-        """``title`` if unused, else ``title #N`` with the next free N."""
+        """The title for the next continuation of ``title``.
+
+        A trailing `` #N`` is stripped to get the base; the result is the base when no
+        session uses it or any ``base #N``, else ``base #(max N + 1)`` where the
+        unnumbered base counts as #1 ("My project" → "My project #2" → "#3" …).
+        """
 
     @abstractmethod
     def lineage_root(self, session_id: str) -> str:
-        """Follow ``parent_session_id`` up to the root (cycle-safe)."""
+        """Follow ``parent_session_id`` up to the first session without a parent.
+
+        Cycle-safe and bounded; a missing parent ends the walk. Returns ``session_id``
+        itself for a root or an unknown id.
+        """
 
     @abstractmethod
     def compression_tip(self, session_id: str) -> str:
-        """Follow compression continuations forward to the live session (cycle-safe)."""
+        """Follow compression continuations forward to the live end of a conversation.
+
+        While the session ended with ``end_reason == "compression"``, move to its newest
+        child started at or after the parent's ``ended_at`` (sub-agent children started
+        earlier are never followed). Cycle-safe and bounded. Returns ``session_id`` when
+        it is not a compressed session.
+        """
+
+    @abstractmethod
+    def children(self, session_id: str) -> list[dict[str, Any]]:
+        """The direct children of a session (session rows), oldest first."""
+
+    def lineage(self, session_id: str) -> list[str]:
+        """Every session of the conversation ``session_id`` belongs to: its root first,
+        then all descendants breadth-first (cycle-safe)."""
+        root = self.lineage_root(session_id)
+        out, seen, queue = [], {root}, [root]
+        while queue:
+            current = queue.pop(0)
+            out.append(current)
+            for child in self.children(current):
+                if child["id"] not in seen:
+                    seen.add(child["id"])
+                    queue.append(child["id"])
+        return out
 
     @abstractmethod
     def update_token_counts(
@@ -791,18 +918,31 @@ class SessionStore(ABC):
         reasoning_tokens: int = 0,
         estimated_cost_usd: float | None = None,
         model: str | None = None,
+        absolute: bool = False,
     ) -> None:
-        """Add one call's usage to the session's totals."""
+        """Add one model call's usage to the session's totals.
+
+        With ``absolute=True`` the figures replace the totals instead (a caller that
+        tracks cumulative usage itself). ``estimated_cost_usd`` is added (or set) only
+        when given. ``model`` fills the session's model only when it has none.
+        """
 
     @abstractmethod
     def delete_session(self, session_id: str) -> bool:
-        """Delete a session and its messages; ``False`` if there was none."""
+        """Delete one session and its messages (which leave the search index at once).
+
+        Its children stay and become roots. Returns ``False`` when there was no such
+        session.
+        """
 
     @abstractmethod
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
-        """Delete ended sessions older than the cut-off; returns how many."""
+        """Delete *ended* sessions that started more than ``older_than_days`` ago
+        (optionally only of one ``source``); live sessions are never pruned. Returns how
+        many sessions were deleted."""
 
-    # messages
+    # -- messages -----------------------------------------------------------------------
+
     @abstractmethod
     def append_message(
         self,
@@ -818,14 +958,40 @@ class SessionStore(ABC):
         reasoning: str | None = None,
         timestamp: float | None = None,
     ) -> int:
-        """Append one message and return its id. Never loses a message under contention."""
+        """Append one message and return its id.
+
+        Never loses a message: a session that does not exist yet is created (source
+        ``"unknown"``), and contention is retried until the store's write timeout. The
+        session's ``message_count`` grows by one, its ``tool_call_count`` by the number of
+        ``tool_calls`` (assistant messages only; tool results count nothing), and its
+        ``last_active_at`` becomes the message's timestamp. The message is searchable as
+        soon as this returns.
+        """
+
+    def append_messages(self, session_id: str, messages: list[Message]) -> list[int]:
+        """Append many OpenAI-style messages at once (an import, a compaction) and return
+        their ids in order. Keys read: ``role``, ``content``, ``tool_calls``,
+        ``tool_call_id``, ``name`` or ``tool_name``, ``timestamp``, ``token_count``,
+        ``finish_reason``, ``reasoning``. Stores should make this one transaction; the
+        default appends one by one."""
+        return [
+            self.append_message(
+                session_id, m["role"], m.get("content"),
+                tool_name=m.get("tool_name") or m.get("name"), tool_calls=m.get("tool_calls"),
+                tool_call_id=m.get("tool_call_id"), token_count=m.get("token_count"),
+                finish_reason=m.get("finish_reason"), reasoning=m.get("reasoning"),
+                timestamp=m.get("timestamp"),
+            )
+            for m in messages
+        ]
 
     @abstractmethod
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Every stored message of one session, oldest first."""
+        """Every stored message of one session (message rows), oldest first."""
 
     def get_conversation(self, session_id: str) -> list[Message]:
-        """The session's messages as an OpenAI-style transcript."""
+        """The session's messages as an OpenAI-style transcript (``role``, ``content``,
+        ``tool_calls``, ``tool_call_id``, and ``name`` on tool results)."""
         out: list[Message] = []
         for row in self.get_messages(session_id):
             msg: Message = {"role": row["role"], "content": row.get("content")}
@@ -837,6 +1003,13 @@ class SessionStore(ABC):
                 msg["name"] = row["tool_name"]
             out.append(msg)
         return out
+
+    def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """``{"session": <session row>, "messages": [<message rows>]}``, or ``None``."""
+        session = self.get_session(session_id)
+        if session is None:
+            return None
+        return {"session": session, "messages": self.get_messages(session_id)}
 
     @abstractmethod
     def search_messages(
@@ -851,10 +1024,39 @@ class SessionStore(ABC):
         until: float | None = None,
         limit: int = 20,
         offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        """Full-text search. Accepts any string and never raises. Each hit has
-        ``id``, ``session_id``, ``role``, ``snippet``, ``timestamp``, ``source``,
-        ``context`` (the neighbouring messages) and ``mode`` (how it matched)."""
+        fallback: bool = True,
+    ) -> list[SearchHit]:
+        """Full-text search over every message (content, tool name, tool-call arguments).
+
+        Accepts **any** string and never raises: FTS syntax is sanitized (balanced quoted
+        phrases kept, ``deploy*`` prefixes kept, uppercase ``AND``/``OR``/``NOT`` honoured
+        and dangling ones dropped, other specials stripped, dotted/hyphenated/underscored
+        terms matched as phrases); an empty or unusable query returns ``[]``. CJK terms of
+        three or more characters use a substring index (mode ``"trigram"``), shorter ones
+        a substring scan (mode ``"like"``).
+
+        Hits are ranked by relevance (BM25). When the query as typed finds fewer than
+        five hits and ``fallback`` is true, the informative terms are searched OR-ed
+        (mode ``"relaxed"``) and those hits follow the strict ones, so a question like
+        "when did I move the staging database to Postgres?" still finds its answer.
+
+        Filters: ``source_filter`` / ``exclude_sources`` (session sources),
+        ``role_filter`` (message roles), ``session_id``, ``since`` / ``until``
+        (message timestamps, inclusive). ``limit``/``offset`` page through one ordered
+        result list. Each hit is a :class:`SearchHit`.
+        """
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None:
+        """A value from the store's key/value bookkeeping (``None`` when unset).
+
+        Importers record per-session source fingerprints here (keys ``import:<id>``)."""
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (``None``: delete) a bookkeeping value."""
 
     def close(self) -> None:
-        """Release connections."""
+        """Release connections. The store must not be used afterwards."""
