@@ -5,9 +5,10 @@ shapes (read from ``honcho/http/routes.py`` and ``honcho/api_types.py``).
 No Honcho server can run here (it needs Postgres with pgvector, a deriver worker and LLM
 keys), so the provider's tests run the real SDK against this. What it keeps: workspaces,
 peers, sessions with their peers, messages, conclusions and peer cards, all in memory.
-What it cannot do is reason: there is no deriver, so representations are built from the
-conclusions that exist (created through the API or :meth:`FakeHoncho.add_conclusion`),
-and "semantic" search is word overlap.
+What it cannot do is reason: representations are built from the conclusions that exist
+(created through the API or :meth:`FakeHoncho.add_conclusion`), "semantic" search is word
+overlap, and the deriver is at most a stand-in: with ``deriver=True`` every message
+becomes an explicit conclusion about its author, verbatim, at once.
 
 Routes (all under ``/v3``)::
 
@@ -90,11 +91,13 @@ class FakeHoncho:
     """The fake server. ``with FakeHoncho(api_key="k") as server: server.url``.
 
     ``api_key`` (optional) makes every request need ``Authorization: Bearer <key>``.
+    ``deriver`` turns each message into an explicit conclusion about its author.
     :meth:`fail_next` answers the next requests with an error status.
     """
 
-    def __init__(self, api_key: str | None = None):
+    def __init__(self, api_key: str | None = None, *, deriver: bool = False):
         self.api_key = api_key
+        self.deriver = deriver
         self.requests: list[Recorded] = []
         self.workspaces: dict[str, _Workspace] = {}
         self._failures: list[int] = []
@@ -314,6 +317,9 @@ class FakeHoncho:
                        "token_count": max(1, len(content) // 4)}
             ws.messages.append(message)
             out.append(message)
+            if self.deriver and content.strip():
+                self._create_conclusions(ws, [{"observer_id": peer["id"], "observed_id": peer["id"],
+                                               "content": content, "session_id": session["id"]}])
         return out
 
     def _create_conclusions(self, ws: _Workspace, items: Any) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from fake_honcho import FakeHoncho
 from hermes_honcho import HonchoPaused, HonchoProvider, honcho_id
 
 import hermes
+from hermes.testing.conformance import MemoryProviderConformance
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("honcho") is None,
                                 reason="honcho-ai is not installed")
@@ -285,3 +286,20 @@ def test_shutdown_drains_queued_messages(provider: Any, server: Any) -> None:
     provider.shutdown()  # idempotent
     assert [m["content"] for m in server.messages(WS)] == ["last words", "noted"]
     assert "shut down" in call(provider, "honcho_profile")["error"]
+
+
+# -- the memory-provider conformance suite ---------------------------------------------------
+
+
+class TestHonchoConformance(MemoryProviderConformance):
+    """The shared contract. The fake server's stand-in deriver turns each synced message
+    into a conclusion, so a synced fact comes back through the real recall path."""
+
+    recalls_synced_turns = True
+
+    @pytest.fixture
+    def provider(self, kernel: Any) -> Any:
+        with FakeHoncho(api_key="hk-test", deriver=True) as fake:
+            p = HonchoProvider(kernel, settings=settings(fake))
+            yield p
+            p.shutdown()

@@ -348,7 +348,13 @@ class Mem0Provider(hermes.MemoryProvider):
     def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
         if self._closing or is_trivial_prompt(query) or not self.breaker.allow():
             return
-        self._prefetch.start(self._recall, query)
+        self._prefetch.start(self._queued_recall, query)
+
+    def _queued_recall(self, query: str) -> str:
+        # Let the writes queued before this point land first, so that the next turn
+        # also recalls what was just synced.
+        self._writer.flush(float(self.settings["sync_timeout"]))
+        return self._recall(query)
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         # Serve what the last queue_prefetch warmed; on a cold start search for this

@@ -21,6 +21,7 @@ from hermes_mem0 import Mem0Paused, Mem0Provider
 from hermes_mem0._background import CircuitBreaker, is_trivial_prompt
 
 import hermes
+from hermes.testing.conformance import MemoryProviderConformance
 from hermes.testing.fakellm import Reply
 
 # mem0 reads these when first imported: no telemetry, no files in ~/.mem0.
@@ -326,3 +327,20 @@ def test_shutdown_drains_queued_writes(provider: Any) -> None:
         assert "Project Hermes uses pluggy" in memories(reopened, "Project Hermes uses pluggy")
     finally:
         reopened.shutdown()
+
+
+# -- the memory-provider conformance suite ---------------------------------------------------
+
+
+class TestMem0Conformance(MemoryProviderConformance):
+    """The shared contract, on real mem0 in local mode. ``recalls_synced_turns`` stays
+    False: the fake server's embeddings are hashes, not semantics, so a paraphrased
+    question cannot find a fact here; recall of synced facts by their own words is
+    covered above (test_sync_turn_extracts_facts_and_next_prefetch_recalls_them)."""
+
+    @pytest.fixture
+    def provider(self, kernel: Any, fake_llm: Any) -> Any:
+        fake_llm.handler = extraction_handler
+        p = Mem0Provider(kernel, settings=local_settings(fake_llm))
+        yield p
+        p.shutdown()
