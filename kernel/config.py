@@ -84,6 +84,7 @@ _NULLABLE: dict[str, tuple[type, ...]] = {
     "memory.fence_note": (str,),
     "prompt.system_message": (str,),
     "compression.threshold_tokens": (int,),
+    "compression.threshold_tokens": (int,),
     "prompt.ephemeral_system_prompt": (str,),
     "prompt.prefill_messages_file": (str,),
 }
@@ -108,6 +109,9 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "compression.target_ratio": (_fraction, "a fraction between 0 and 1, e.g. 0.2"),
     "compression.hygiene_threshold": (_fraction, "a fraction between 0 and 1, e.g. 0.85"),
     "compression.protect_last_n": (lambda v: v >= 1, "a whole number of at least 1"),
+    "compression.small_window_floor": (lambda v: 0 <= v <= 1, "0 (off) or a fraction up to 1, e.g. 0.75"),
+    "compression.threshold_tokens": (lambda v: v >= 1024, "a token count of at least 1024, or null"),
+    "compression.summary_timeout": (lambda v: v > 0, "a positive number of seconds"),
     "compression.small_window_floor": (lambda v: 0 <= v <= 1, "0 (off) or a fraction up to 1, e.g. 0.75"),
     "compression.threshold_tokens": (lambda v: v >= 1024, "a token count of at least 1024, or null"),
     "compression.summary_timeout": (lambda v: v > 0, "a positive number of seconds"),
