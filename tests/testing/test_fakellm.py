@@ -8,6 +8,7 @@ import math
 import anthropic
 import openai
 import pytest
+
 from hermes import estimate_tokens
 from hermes.testing.fakellm import FakeLLMServer, Reply, embed
 
