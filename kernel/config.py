@@ -68,7 +68,7 @@ DEFAULTS: dict[str, Any] = {
         "context_file_max_chars": 20000,
         "system_message": None,
         "ephemeral_system_prompt": None,
-        "prefill_messages": [],
+        "prefill_messages": None,
         "prefill_messages_file": None,
     },
     "prompt_caching": {"enabled": True, "cache_ttl": "5m"},
@@ -84,9 +84,9 @@ _NULLABLE: dict[str, tuple[type, ...]] = {
     "memory.fence_note": (str,),
     "prompt.system_message": (str,),
     "compression.threshold_tokens": (int,),
-    "compression.threshold_tokens": (int,),
     "prompt.ephemeral_system_prompt": (str,),
     "prompt.prefill_messages_file": (str,),
+    "prompt.prefill_messages": (list,),
 }
 for _task in ("compression", "session_search"):
     for _key in ("provider", "model", "base_url", "api_key"):
@@ -109,9 +109,6 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "compression.target_ratio": (_fraction, "a fraction between 0 and 1, e.g. 0.2"),
     "compression.hygiene_threshold": (_fraction, "a fraction between 0 and 1, e.g. 0.85"),
     "compression.protect_last_n": (lambda v: v >= 1, "a whole number of at least 1"),
-    "compression.small_window_floor": (lambda v: 0 <= v <= 1, "0 (off) or a fraction up to 1, e.g. 0.75"),
-    "compression.threshold_tokens": (lambda v: v >= 1024, "a token count of at least 1024, or null"),
-    "compression.summary_timeout": (lambda v: v > 0, "a positive number of seconds"),
     "compression.small_window_floor": (lambda v: 0 <= v <= 1, "0 (off) or a fraction up to 1, e.g. 0.75"),
     "compression.threshold_tokens": (lambda v: v >= 1024, "a token count of at least 1024, or null"),
     "compression.summary_timeout": (lambda v: v > 0, "a positive number of seconds"),
