@@ -37,17 +37,6 @@ from .compaction import (
     resolve_model_threshold,
     sanitize_memory_context,
 )
-from .compaction import (
-    MEMORY_CONTEXT_MAX_CHARS,
-    SUMMARY_END_MARKER,
-    SUMMARY_PREFIX,
-    automatic_compaction_status_message,
-    call_compress,
-    is_compaction_summary,
-    redact_secrets,
-    resolve_model_threshold,
-    sanitize_memory_context,
-)
 from .core import Kernel
 from .errors import (
     ConfigError,
@@ -85,16 +74,7 @@ PLUGIN_API_VERSION = 1
 
 __all__ = [
     "MEMORY_CONTEXT_MAX_CHARS",
-    "MEMORY_CONTEXT_MAX_CHARS",
     "PLUGIN_API_VERSION",
-    "SUMMARY_END_MARKER",
-    "SUMMARY_PREFIX",
-    "automatic_compaction_status_message",
-    "call_compress",
-    "is_compaction_summary",
-    "redact_secrets",
-    "resolve_model_threshold",
-    "sanitize_memory_context",
     "SUMMARY_END_MARKER",
     "SUMMARY_PREFIX",
     "automatic_compaction_status_message",

@@ -10,7 +10,6 @@ so any of them can be blocked (``hermes plugins disable NAME``).
 DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("agent-tools", "hermes.plugins.agent_tools"),
     ("compressor", "hermes.plugins.compressor"),
-    ("compressor", "hermes.plugins.compressor"),
     ("builtin-memory", "hermes.plugins.memory"),
     ("prompt-layers", "hermes.plugins.prompt"),
     ("skills", "hermes.plugins.prompt.skills"),
