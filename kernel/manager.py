@@ -10,13 +10,11 @@ in one line on stderr, and the kernel goes on — unless strict mode asks for th
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import logging
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +179,8 @@ class HermesPluginManager(pluggy.PluginManager):
     def record_failure(self, record: PluginRecord, exc: BaseException, stage: str) -> None:
         """Mark ``record`` failed, unregister whatever part of the plugin was registered,
         print the one-line report; in strict mode raise :class:`PluginError`."""
+        import traceback  # only on failure: keeps the happy path's imports small
+
         record.status = "failed"
         record.hooks = []
         record.failure = PluginFailure(
@@ -272,6 +272,8 @@ class HermesPluginManager(pluggy.PluginManager):
                 if impl.hookwrapper or impl.wrapper:
                     wrappers.append(caller.name)
         if unknown:
+            import difflib
+
             hints = []
             for bad in sorted(unknown):
                 close = difflib.get_close_matches(bad, self.spec_names(), n=1)
@@ -349,7 +351,8 @@ class HermesPluginManager(pluggy.PluginManager):
                 self.record_failure(self._new_record(name, SOURCE_LOCAL, **meta), exc, "load")
                 continue
             self.add_plugin(module, name, source=SOURCE_LOCAL, **meta)
-        # Hermes-style plugin directories (<name>/ with a manifest) are loaded below.
+        from .hermes_compat import load_hermes_style_plugins  # Hermes-style <name>/ dirs
+        load_hermes_style_plugins(self, directory)
 
     # -- calling --------------------------------------------------------------------
 
