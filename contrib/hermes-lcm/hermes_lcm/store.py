@@ -179,8 +179,12 @@ class LCMStore:
             return self._conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
-        """Close the connection."""
+        """Fold the write-ahead log into the database (best effort) and close."""
         with self._lock:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass  # another connection is busy; SQLite checkpoints later on its own
             self._conn.close()
 
     # -- conversations --------------------------------------------------------------------
@@ -421,8 +425,9 @@ class LCMStore:
         out = {"messages": msgs, "message_tokens": raw, "nodes": nodes, "max_depth": depth,
                "summary_tokens": summary}
         if conversation_id is None:
-            try:
-                out["db_bytes"] = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
-            except OSError:
-                out["db_bytes"] = None
+            for key, suffix in (("db_bytes", ""), ("wal_bytes", "-wal")):
+                try:
+                    out[key] = Path(f"{self.path}{suffix}").stat().st_size
+                except OSError:
+                    out[key] = 0
         return out

@@ -135,7 +135,9 @@ class Summarizer:
         if not text:
             self.failures.append("the summarizer returned an empty answer")
             return None
-        return text
+        # A model that ignores max_tokens must not blow the summary budget.
+        limit = self.max_tokens * 4
+        return text if len(text) <= limit else text[:limit].rstrip() + " …[summary cut]"
 
 
 # -- deterministic summaries ----------------------------------------------------------------
