@@ -114,7 +114,7 @@ class HonchoProvider(hermes.MemoryProvider):
     ``settings`` (tests, embedding) overrides ``plugins.honcho`` from the config."""
 
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
-        configured = kernel.plugin_config("honcho") if kernel is not None else {}
+        configured, self.config_error = _plugin_settings(kernel, "honcho")
         merged = dict(DEFAULTS)
         for source in (configured, settings or {}):
             merged.update({k: v for k, v in source.items() if v is not None})
@@ -157,6 +157,8 @@ class HonchoProvider(hermes.MemoryProvider):
         return honcho_id(self.settings.get("workspace") or "", "hermes")
 
     def unavailable_reason(self) -> str:
+        if self.config_error:
+            return self.config_error
         if not _importable("honcho"):
             return "the honcho-ai package is not installed (pip install honcho-ai)"
         if not self.api_key and not self.base_url:
@@ -427,6 +429,23 @@ class HonchoProvider(hermes.MemoryProvider):
                 "ai_peer": self.ai_peer_id, "session": self.session_id,
                 "available": self.is_available(), "reason": self.unavailable_reason() or None,
                 "breaker": self.breaker.status()}
+
+
+def _plugin_settings(kernel: Any, name: str) -> tuple[dict[str, Any], str]:
+    """``plugins.<name>`` resolved, and the config error if a value could not be (an unset
+    ``{$env: VAR}``): the other keys still apply and the error becomes the reason the
+    provider is unavailable, instead of a provider that cannot be built."""
+    if kernel is None:
+        return {}, ""
+    try:
+        return kernel.plugin_config(name), ""
+    except hermes.ConfigError as exc:
+        raw = kernel.config.raw(f"plugins.{name}") or {}
+        settings: dict[str, Any] = {}
+        for key in raw if isinstance(raw, dict) else ():
+            with contextlib.suppress(hermes.ConfigError):
+                settings[key] = kernel.config.get(f"plugins.{name}.{key}")
+        return settings, str(exc)
 
 
 def _importable(module: str) -> bool:

@@ -81,6 +81,15 @@ def test_missing_package_is_the_reason(kernel: Any, monkeypatch: pytest.MonkeyPa
     assert not p.is_available() and "pip install honcho-ai" in p.unavailable_reason()
 
 
+def test_an_unset_env_key_is_the_reason_not_a_crash(kernel_factory: Any) -> None:
+    kernel = kernel_factory(config={"plugins": {"honcho": {
+        "api_key": {"$env": "HONCHO_KEY_NOT_SET"}, "workspace": "team"}}})
+    p = HonchoProvider(kernel)
+    assert not p.is_available()
+    assert "HONCHO_KEY_NOT_SET" in p.unavailable_reason()
+    assert p.workspace == "team"  # the other settings still apply
+
+
 def test_is_available_touches_no_network(kernel: Any, server: Any) -> None:
     assert HonchoProvider(kernel, settings=settings(server)).is_available()
     assert server.requests == []

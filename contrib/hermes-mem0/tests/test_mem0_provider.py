@@ -113,6 +113,15 @@ def test_missing_package_is_the_reason(kernel: Any, monkeypatch: pytest.MonkeyPa
     assert "pip install mem0ai" in p.unavailable_reason()
 
 
+def test_an_unset_env_key_is_the_reason_not_a_crash(kernel_factory: Any) -> None:
+    kernel = kernel_factory(config={"plugins": {"mem0": {
+        "api_key": {"$env": "MEM0_KEY_NOT_SET"}, "user_id": "ada"}}})
+    p = Mem0Provider(kernel)
+    assert not p.is_available()
+    assert "MEM0_KEY_NOT_SET" in p.unavailable_reason()
+    assert p.user_id == "ada"  # the other settings still apply
+
+
 def test_is_available_touches_no_network(kernel: Any, fake_llm: Any) -> None:
     p = Mem0Provider(kernel, settings=local_settings(fake_llm))
     assert p.is_available()
