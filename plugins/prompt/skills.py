@@ -18,7 +18,7 @@ import difflib
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ class Skill:
     description: str
     path: Path
     error: str | None = None
+    #: Threat ids found in the skill's index line (then it is left out of the prompt).
+    threats: tuple[str, ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -58,6 +60,8 @@ class Skill:
         out: dict[str, Any] = {"name": self.name, "category": self.category, "description": self.description}
         if self.error:
             out["frontmatter_error"] = self.error
+        if self.threats:
+            out["blocked"] = list(self.threats)
         return out
 
 
@@ -79,10 +83,11 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
             break
     else:
         return {}, "".join(lines[1:]), "frontmatter is not closed by a '---' line"
-    import yaml  # cheap enough, but only needed when skills exist
+    import yaml  # only needed when skills exist
 
     try:
-        data = yaml.safe_load(header)
+        # libyaml's loader is ~10x faster than the pure-Python one when it is built in.
+        data = yaml.load(header, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return {}, body, f"frontmatter is not valid YAML ({problem})"
@@ -101,11 +106,36 @@ def _first_line(body: str) -> str:
     return ""
 
 
+#: ``path -> ((mtime_ns, size), skill)``: a skill is parsed (and scanned) again only when
+#: its file changed, so listing a large skills tree on every tool call stays cheap.
+_PARSED: dict[str, tuple[tuple[int, int], Skill]] = {}
+_PARSED_MAX = 4096
+
+
 def load_skill(path: Path, root: Path) -> Skill:
-    """Read one ``SKILL.md``; problems are recorded on the skill, never raised."""
+    """Read one ``SKILL.md`` below ``root`` (memoised on its path, mtime and size);
+    problems are recorded on the skill, never raised."""
     directory = path.parent
-    rel = directory.parent.relative_to(root).as_posix() if directory.parent != root else ""
-    category = rel or DEFAULT_CATEGORY
+    rel = os.path.relpath(directory.parent, root)
+    category = DEFAULT_CATEGORY if rel == "." else rel.replace(os.sep, "/")
+    key = f"{category}\0{path}"
+    try:
+        st = os.stat(path)
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError as exc:
+        return Skill(directory.name, category, "", path, f"cannot read: {exc.strerror or exc}")
+    cached = _PARSED.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    skill = _parse_skill(path, category)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[key] = (stamp, skill)
+    return skill
+
+
+def _parse_skill(path: Path, category: str) -> Skill:
+    directory = path.parent
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -121,7 +151,10 @@ def load_skill(path: Path, root: Path) -> Skill:
         if description is not None:
             error = error or "frontmatter 'description' must be a string"
         description = _first_line(body)
-    return Skill(name.strip(), category, " ".join(description.split()), path, error)
+    skill = Skill(name.strip(), category, " ".join(description.split()), path, error)
+    # Scanned once per file version: the index line is what reaches the system prompt.
+    _, threats = hermes.scan_context_content(index_line(skill), f"skill {skill.name}")
+    return replace(skill, threats=tuple(threats)) if threats else skill
 
 
 def discover_skills(home: str | os.PathLike[str], *, disabled: Any = ()) -> list[Skill]:
@@ -133,12 +166,13 @@ def discover_skills(home: str | os.PathLike[str], *, disabled: Any = ()) -> list
         return []
     off = set(disabled or ())
     found: list[Skill] = []
-    for directory, subdirs, files in os.walk(root, onerror=lambda exc: log.debug("skills: %s", exc)):
-        here = Path(directory)
-        depth = len(here.relative_to(root).parts)
+    base = str(root)
+    for directory, subdirs, files in os.walk(base, onerror=lambda exc: log.debug("skills: %s", exc)):
+        rel = directory[len(base):].strip(os.sep)
+        depth = rel.count(os.sep) + 1 if rel else 0
         subdirs[:] = sorted(d for d in subdirs if not d.startswith(".")) if depth < MAX_DEPTH else []
-        if SKILL_FILE in files and here != root:
-            found.append(load_skill(here / SKILL_FILE, root))
+        if SKILL_FILE in files and rel:
+            found.append(load_skill(Path(directory, SKILL_FILE), root))
             subdirs[:] = []  # references/, scripts/ … belong to this skill
     seen: dict[str, Skill] = {}
     for skill in sorted(found, key=lambda s: (s.category, s.name, str(s.path))):
@@ -155,23 +189,25 @@ def _short(text: str, limit: int = INDEX_DESCRIPTION_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
+def index_line(skill: Skill) -> str:
+    """The skill's line in the prompt index (description cut at 60 characters)."""
+    return f"- {skill.name}: {_short(skill.description)}" if skill.description else f"- {skill.name}"
+
+
 def render_skills_index(skills: list[Skill]) -> str:
     """The compact skills index for the system prompt (``""`` with no skills).
 
-    Entries whose name or description trips the threat scanner are left out (logged):
-    the index sits in the highest-authority part of the prompt."""
+    Entries whose line trips the threat scanner are left out (logged when the skill was
+    read): the index sits in the highest-authority part of the prompt."""
     by_category: dict[str, list[str]] = {}
     for skill in skills:
-        line = f"- {skill.name}: {_short(skill.description)}" if skill.description else f"- {skill.name}"
-        _, threats = hermes.scan_context_content(line, f"skill {skill.name}")
-        if threats:
-            continue
-        by_category.setdefault(skill.category, []).append(line)
+        if not skill.threats:
+            by_category.setdefault(skill.category, []).append(index_line(skill))
     if not by_category:
         return ""
     body = "\n".join(
-        f"{category}:\n" + "\n".join(f"  {line}" for line in lines)
-        for category, lines in sorted(by_category.items())
+        f"{category}:\n" + "\n".join(f"  {line}" for line in entries)
+        for category, entries in sorted(by_category.items())
     )
     return (
         "## Skills\n"

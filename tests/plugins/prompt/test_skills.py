@@ -167,3 +167,21 @@ def test_skill_view_caps_huge_files(tools, hermes_home):
     skill(hermes_home, "big/huge", "huge", "Huge", body="z" * 150_000)
     content = tools("skill_view", name="huge")["content"]
     assert len(content) < 100_500 and "truncated" in content
+
+
+def test_edited_skills_are_read_again(hermes_home):
+    """Parsing is memoised per file version; an edit (even of the same size) is seen."""
+    import os
+
+    path = skill(hermes_home, "c/s", "s", "first version")
+    assert discover_skills(hermes_home)[0].description == "first version"
+    skill(hermes_home, "c/s", "s", "other version")  # same size
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert discover_skills(hermes_home)[0].description == "other version"
+    skill(hermes_home, "c/s", "s", "a much longer third version")
+    assert discover_skills(hermes_home)[0].description == "a much longer third version"
+    # moved to another category: same file name, new category
+    (hermes_home / "skills" / "d").mkdir()
+    path.parent.rename(hermes_home / "skills" / "d" / "s")
+    assert discover_skills(hermes_home)[0].category == "d"
