@@ -1,76 +1,76 @@
 """Hermes: a plugin-first microkernel for an LLM agent's memory and context.
 
 The public API lives here; plugins (the default ones included) import only these names.
+
+Names are imported on first use (PEP 562 ``__getattr__``): ``import hermes`` is done by
+every plugin module, by ``hermes --help`` and by every pytest run in an environment with
+Hermes installed (the ``pytest11`` plugin), so it must stay cheap. To export a name, add
+it to its module's tuple in ``_EXPORTS`` and to ``__all__`` (tests/kernel/test_packaging.py
+checks both, and that ``import hermes`` imports no submodule eagerly).
 """
 
 from __future__ import annotations
 
-from .config import Config
-from .contracts import (
-    CompactionEvent,
-    ContextEngine,
-    LLMClient,
-    LLMRequest,
-    LLMResponse,
-    MemoryProvider,
-    MemoryWriteEvent,
-    Message,
-    PromptContext,
-    PromptLayer,
-    SearchHit,
-    SessionInfo,
-    SessionStore,
-    StreamEvent,
-    Tool,
-    ToolContext,
-    TurnEvent,
-    Usage,
-)
-from .compaction import (
-    MEMORY_CONTEXT_MAX_CHARS,
-    SUMMARY_END_MARKER,
-    SUMMARY_PREFIX,
-    automatic_compaction_status_message,
-    call_compress,
-    is_compaction_summary,
-    redact_secrets,
-    resolve_model_threshold,
-    sanitize_memory_context,
-)
-from .core import Kernel
-from .errors import (
-    ConfigError,
-    ConflictError,
-    ContextLengthError,
-    HermesError,
-    HomeError,
-    LLMAuthError,
-    LLMError,
-    LLMRateLimitError,
-    LLMUnavailableError,
-    PluginError,
-    StoreError,
-    UnknownPluginError,
-)
-from .hookspecs import hookimpl
-from .manager import PluginFailure, PluginRecord
-from .runtime.context_files import (
-    ContextFile,
-    build_context_files_prompt,
-    load_soul_md,
-    scan_context_content,
-    strip_frontmatter,
-    truncate_content,
-)
-from .runtime.prompt import BuiltPrompt, LayerReport, PromptBuilder, preview_prompt, prompt_hash
-from .runtime.memory_manager import MemoryManager
-from .safety import Threat, scan_for_threats
-from .util import atomic_write_text, estimate_messages_tokens, estimate_tokens, file_lock, is_cjk
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
 #: Bumped when a hook or contract changes incompatibly; plugins may check it.
 PLUGIN_API_VERSION = 1
+
+#: ``{module: (public names it defines)}``, imported lazily by ``__getattr__``.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    ".config": ("Config",),
+    ".contracts": (
+        "CompactionEvent", "ContextEngine", "LLMClient", "LLMRequest", "LLMResponse",
+        "MemoryProvider", "MemoryWriteEvent", "Message", "PromptContext", "PromptLayer",
+        "SearchHit", "SessionInfo", "SessionStore", "StreamEvent", "Tool", "ToolContext",
+        "TurnEvent", "Usage",
+    ),
+    ".compaction": (
+        "MEMORY_CONTEXT_MAX_CHARS", "SUMMARY_END_MARKER", "SUMMARY_PREFIX",
+        "automatic_compaction_status_message", "call_compress", "is_compaction_summary",
+        "redact_secrets", "resolve_model_threshold", "sanitize_memory_context",
+    ),
+    ".core": ("Kernel",),
+    ".errors": (
+        "ConfigError", "ConflictError", "ContextLengthError", "HermesError", "HomeError",
+        "LLMAuthError", "LLMError", "LLMRateLimitError", "LLMUnavailableError", "PluginError",
+        "StoreError", "UnknownPluginError",
+    ),
+    ".hookspecs": ("hookimpl",),
+    ".manager": ("PluginFailure", "PluginRecord",),
+    ".runtime.context_files": (
+        "ContextFile", "build_context_files_prompt", "load_soul_md", "scan_context_content",
+        "strip_frontmatter", "truncate_content",
+    ),
+    ".runtime.prompt": (
+        "BuiltPrompt", "LayerReport", "PromptBuilder", "preview_prompt", "prompt_hash",
+    ),
+    ".runtime.memory_manager": ("MemoryManager",),
+    ".safety": ("Threat", "scan_for_threats",),
+    ".util": (
+        "atomic_write_text", "estimate_messages_tokens", "estimate_tokens", "file_lock",
+        "is_cjk",
+    ),
+}
+
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hermes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # next time, a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "MEMORY_CONTEXT_MAX_CHARS",

@@ -8,15 +8,11 @@ value and what was expected.
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .errors import ConfigError, HomeError
 
@@ -190,6 +186,20 @@ def load_dotenv(path: Path) -> dict[str, str]:
 # --------------------------------------------------------------------------------------
 
 
+def _yaml() -> Any:
+    """The ``yaml`` module, imported on first use: it is the costliest import of a
+    ``hermes`` start, and a home without config.yaml never needs it."""
+    import yaml
+
+    return yaml
+
+
+def _close_matches(word: str, choices: list[str]) -> list[str]:
+    import difflib  # only when there is an error to explain
+
+    return difflib.get_close_matches(word, choices, n=1)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping; errors name the file and line."""
     try:
@@ -199,8 +209,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", file=str(path)) from exc
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = _yaml().safe_load(text)
+    except _yaml().YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -267,7 +277,7 @@ def _validate(data: Mapping[str, Any], defaults: Mapping[str, Any], prefix: str,
                 # `hermes config validate` warns about them (unknown_sections).
                 continue
             known = list(defaults)
-            hint = difflib.get_close_matches(key, known, n=1)
+            hint = _close_matches(key, known)
             extra = f" Did you mean {hint[0]!r}?" if hint else f" Known keys: {', '.join(known)}."
             raise ConfigError(f"{where}{path}: unknown key.{extra}", path=path, file=file)
         default = defaults[key]
@@ -318,7 +328,7 @@ def unknown_sections(data: Mapping[str, Any]) -> list[str]:
     out = []
     for key in data:
         if isinstance(key, str) and key not in DEFAULTS:
-            hint = difflib.get_close_matches(key, list(DEFAULTS), n=1)
+            hint = _close_matches(key, list(DEFAULTS))
             out.append(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
     return out
 
@@ -439,6 +449,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file, fsync and rename, so that a
     crash leaves either the old or the new file, never a truncated one."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -457,7 +469,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def _scalar(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...").strip()
+    return _yaml().safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...").strip()
 
 
 def _edit_text(text: str, keys: list[str], value: Any) -> str | None:
@@ -536,8 +548,8 @@ def _trailing_comment(rest: str) -> str:
         if char != "#" or (i and rest[i - 1] not in " \t"):
             continue
         try:
-            yaml.safe_load(rest[:i] or "null")
-        except yaml.YAMLError:
+            _yaml().safe_load(rest[:i] or "null")
+        except _yaml().YAMLError:
             continue
         return "  " + rest[i:].rstrip()
     return ""
@@ -580,12 +592,12 @@ def update_config(home: Path, path: str, update: Any) -> Any:
         new_text = _edit_text(text, keys, value) if text.strip() else None
         if new_text is not None:
             try:
-                ok = (yaml.safe_load(new_text) or {}) == expected
-            except yaml.YAMLError:
+                ok = (_yaml().safe_load(new_text) or {}) == expected
+            except _yaml().YAMLError:
                 ok = False
             if not ok:
                 new_text = None
         if new_text is None:
-            new_text = yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
+            new_text = _yaml().safe_dump(expected, sort_keys=False, allow_unicode=True)
         atomic_write_text(file, new_text)
     return value

@@ -1,0 +1,110 @@
+"""Packaging: every package is listed in pyproject.toml, the entry points are declared,
+and the CLI stays light (no LLM SDK imported by ``hermes --help``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def packages_on_disk() -> set[str]:
+    found = set()
+    for base, prefix in ((ROOT / "kernel", ("hermes",)), (ROOT / "plugins", ("hermes", "plugins"))):
+        for init in base.rglob("__init__.py"):
+            if "__pycache__" in init.parts:
+                continue
+            found.add(".".join(prefix + init.parent.relative_to(base).parts))
+    return found
+
+
+def test_every_package_is_listed_in_pyproject():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    missing = sorted(packages_on_disk() - listed)
+    assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {missing}"
+    stale = sorted(listed - packages_on_disk())
+    assert not stale, f"listed in pyproject.toml but not on disk: {stale}"
+
+
+def test_package_dirs_and_entry_points():
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"hermes": "kernel", "hermes.plugins": "plugins"}
+    project = PYPROJECT["project"]
+    assert project["scripts"]["hermes"] == "hermes.cli:main"
+    assert project["entry-points"]["pytest11"]["hermes"] == "hermes.testing.pytest_plugin"
+    assert project["requires-python"] == ">=3.11"
+    deps = " ".join(project["dependencies"])
+    for dep in ("pluggy", "pyyaml", "importlib-metadata", "anthropic", "openai", "click"):
+        assert dep in deps
+    assert {"pytest", "hypothesis", "ruff"} <= {d.split(">")[0].split("=")[0] for d in
+                                                project["optional-dependencies"]["dev"]}
+
+
+PROBE = """
+import json, sys
+from hermes.cli import main
+sys.argv = ["hermes", *sys.argv[1:]]
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("anthropic", "openai", "mem0", "honcho", "torch"))
+print("\\nPROBE " + json.dumps({"heavy": heavy, "plugins_loaded": "hermes.plugins" in sys.modules}))
+"""
+
+
+def probe(*args: str, home: Path) -> dict:
+    env = {"HERMES_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+    line = [x for x in done.stdout.splitlines() if x.startswith("PROBE ")]
+    assert line, done.stdout + done.stderr
+    return json.loads(line[-1].removeprefix("PROBE "))
+
+
+def test_help_imports_no_llm_sdk(tmp_path):
+    """`hermes --help` loads every plugin (to list their commands) but must not import
+    anthropic or openai: plugins import SDKs inside their factories."""
+    result = probe("--help", home=tmp_path)
+    assert result["plugins_loaded"], "--help lists plugin commands, so plugins are loaded"
+    assert result["heavy"] == [], f"imported by `hermes --help`: {result['heavy']}"
+
+
+def test_plugins_list_imports_no_llm_sdk(tmp_path):
+    assert probe("plugins", "list", "--json", "--all", home=tmp_path)["heavy"] == []
+
+
+def test_version_loads_no_plugin(tmp_path):
+    result = probe("--version", home=tmp_path)
+    assert result == {"heavy": [], "plugins_loaded": False}
+
+
+def test_pytest_plugin_is_import_light():
+    """Every pytest run where Hermes is installed imports the pytest11 plugin."""
+    code = ("import sys, hermes.testing.pytest_plugin; "
+            "print(sorted(m for m in sys.modules if m == 'hermes.core' or m.startswith('hermes.plugins')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_public_api_is_complete_and_lazy():
+    """Every name of ``hermes.__all__`` resolves, every lazily exported name is in
+    ``__all__``, and ``import hermes`` itself imports no submodule (so plugins, the CLI
+    and the pytest plugin pay only for what they use)."""
+    import hermes
+
+    assert [n for n in hermes.__all__ if not hasattr(hermes, n)] == []
+    assert set(hermes._WHERE) <= set(hermes.__all__)
+    assert len(hermes.__all__) == len(set(hermes.__all__))
+    code = "import sys, hermes; print(sorted(m for m in sys.modules if m.startswith('hermes.')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", (
+        "`import hermes` imported submodules eagerly; export names through _EXPORTS in "
+        f"kernel/__init__.py instead of `from .x import y`: {done.stdout}{done.stderr}")
+    with __import__("pytest").raises(AttributeError, match="has no attribute 'nope'"):
+        hermes.nope  # noqa: B018
