@@ -303,11 +303,19 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
               f"Summary generation was unavailable ({reason}); this checkpoint was built locally from "
               f"{len(turns)} compacted messages. The full earlier transcript is kept in the session "
               "history: use session_search to recover details."]
-    if last:
-        lines += ["", "Last compacted turns:", *last]
     if previous.strip():
         lines += ["", "Earlier checkpoint (carried over):", _clip_block(previous, FALLBACK_PREVIOUS_CHARS)]
     body = "\n".join(lines)
+    # The newest compacted turns come last and fill whatever room the cap leaves.
+    room = FALLBACK_MAX_CHARS - len(body) - 30
+    kept_turns: list[str] = []
+    for line in reversed(last):
+        if room - len(line) - 1 < 0:
+            break
+        kept_turns.insert(0, line)
+        room -= len(line) + 1
+    if kept_turns:
+        body += "\n\nLast compacted turns:\n" + "\n".join(kept_turns)
     if len(body) > FALLBACK_MAX_CHARS:
         body = body[: FALLBACK_MAX_CHARS - 20].rstrip() + "\n...[truncated]"
     return body
