@@ -399,7 +399,8 @@ class Mem0Provider(hermes.MemoryProvider):
         if not self._writes_allowed() or not self.settings.get("mirror_builtin", True):
             return
         metadata = metadata or {}
-        old = metadata.get("old_text") or metadata.get("previous_content")
+        # previous_content is the whole old entry; old_text only the substring naming it.
+        old = metadata.get("previous_content") or metadata.get("old_text")
         self._writer.submit(self._mirror, action, target, content or "", old)
 
     def _mirror(self, action: str, target: str, content: str, old: str | None) -> None:

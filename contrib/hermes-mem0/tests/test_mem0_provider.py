@@ -266,15 +266,39 @@ def test_built_in_writes_are_mirrored(provider: Any) -> None:
     assert provider.flush(10)
     assert "Prefers concise answers" in memories(provider, "Prefers concise answers")
 
+    # The shapes the memory manager sends: old_text names the entry, previous_content is it.
     provider.on_memory_write("replace", "user", "Prefers detailed answers",
-                             {"old_text": "Prefers concise answers"})
+                             {"old_text": "concise", "previous_content": "Prefers concise answers"})
     assert provider.flush(10)
     assert "Prefers concise answers" not in memories(provider, "Prefers concise answers")
     assert "Prefers detailed answers" in memories(provider, "Prefers detailed answers")
 
-    provider.on_memory_write("remove", "user", "Prefers detailed answers")
+    provider.on_memory_write("remove", "user", "",
+                             {"old_text": "detailed", "previous_content": "Prefers detailed answers"})
     assert provider.flush(10)
     assert "Prefers detailed answers" not in memories(provider, "Prefers detailed answers")
+
+
+def test_the_memory_tool_is_mirrored_through_the_memory_manager(kernel_factory: Any, fake_llm: Any) -> None:
+    """The whole path: the built-in memory tool commits, the manager mirrors the
+    committed writes to mem0, mem0 holds the entry and then lets it go."""
+    fake_llm.handler = extraction_handler
+    kernel = kernel_factory(config={"memory": {"provider": "mem0"},
+                                    "plugins": {"mem0": local_settings(fake_llm)}},
+                            plugins=[hermes_mem0])
+    manager = hermes.MemoryManager(kernel)
+    try:
+        manager.initialize("s1")
+        assert isinstance(manager.external, Mem0Provider)
+        for args in ({"action": "add", "target": "user", "content": "Ada uses metric units"},
+                     {"action": "replace", "target": "user", "old_text": "metric",
+                      "content": "Ada uses imperial units"}):
+            assert json.loads(manager.handle_tool_call("memory", args)).get("success") is True
+        assert manager.flush(10) and manager.external.flush(30)
+        assert "Ada uses metric units" not in memories(manager.external, "Ada uses metric units")
+        assert "Ada uses imperial units" in memories(manager.external, "Ada uses imperial units")
+    finally:
+        manager.shutdown()
 
 
 # -- failures -----------------------------------------------------------------------------------
