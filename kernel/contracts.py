@@ -802,8 +802,8 @@ class SessionStore(ABC):
         """Store the frozen system prompt of a session (replacing any earlier one)."""
 
     @abstractmethod
-    def end_session(self, session_id: str, end_reason: str) -> None:
-        """Stamp ``ended_at`` (now) and ``end_reason``.
+    def end_session(self, session_id: str, end_reason: str, *, ended_at: float | None = None) -> None:
+        """Stamp ``ended_at`` (now, or the given time for imports) and ``end_reason``.
 
         The first end wins: ending an already-ended session changes nothing (so a late
         ``user_exit`` cannot hide that the session was split by ``compression``). Call

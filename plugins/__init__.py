@@ -15,4 +15,6 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("skills", "hermes.plugins.prompt.skills"),
     ("anthropic", "hermes.plugins.llm.anthropic_plugin"),
     ("openai", "hermes.plugins.llm.openai_plugin"),
+    ("sqlite-sessions", "hermes.plugins.sessions"),
+    ("session-search", "hermes.plugins.session_search"),
 )

@@ -1,0 +1,283 @@
+"""``hermes sessions list|show|search|export|import|rename|delete|prune``.
+
+Every command works on the selected session store (``sessions.store``), so they work the
+same with any store plugin. ``--json`` on ``list``, ``show`` and ``search`` prints what a
+script would parse.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+import hermes
+from hermes.cli import echo_json, pass_state
+
+
+def _store(state: Any) -> hermes.SessionStore:
+    return state.strict_kernel().session_store
+
+
+def _resolve(store: hermes.SessionStore, ref: str) -> str:
+    sid = store.resolve_session(ref)
+    if sid is None:
+        raise hermes.HermesError(
+            f"no session matches {ref!r} (an id, a unique id prefix or a title). "
+            "See `hermes sessions list --all`.")
+    return sid
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+def _short(text: str | None, width: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@click.group("sessions")
+def sessions() -> None:
+    """Browse, search, import and export past sessions."""
+
+
+@sessions.command("list")
+@click.option("--source", help="Only sessions from this source (cli, telegram, claude-code …).")
+@click.option("--limit", "-n", default=20, show_default=True, help="How many to show.")
+@click.option("--offset", default=0, help="Skip this many (paging).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Every session, not one row per conversation (shows continuations and sub-agents).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def list_cmd(state: Any, source: str | None, limit: int, offset: int, show_all: bool, as_json: bool) -> None:
+    """Recent conversations, most recently active first."""
+    rows = _store(state).list_sessions(source=source, limit=limit, offset=offset,
+                                       roots_only=not show_all)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("No sessions yet.")
+        return
+    for row in rows:
+        title = row.get("title") or row.get("preview") or "(empty)"
+        parts = f"{row['lineage_size']} parts, " if row.get("lineage_size", 1) > 1 else ""
+        click.echo(f"{row['id']}  {_when(row.get('last_active'))}  {row['source']:<10} "
+                   f"{parts}{row.get('lineage_messages', row['message_count'])} msgs  "
+                   f"{_short(title, 60)}")
+
+
+@sessions.command("show")
+@click.argument("ref")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (session and messages).")
+@pass_state
+def show_cmd(state: Any, ref: str, as_json: bool) -> None:
+    """One session: its details and every message. REF is an id, id prefix or title."""
+    store = _store(state)
+    data = store.export_session(_resolve(store, ref))
+    if data is None:
+        raise hermes.HermesError(f"session {ref!r} disappeared while reading it")
+    if as_json:
+        echo_json(data)
+        return
+    s = data["session"]
+    click.echo(f"{s.get('title') or s['id']}")
+    click.echo(f"  id {s['id']}  source {s['source']}  model {s.get('model') or '-'}")
+    click.echo(f"  started {_when(s['started_at'])}  ended {_when(s.get('ended_at'))}"
+               f"{' (' + s['end_reason'] + ')' if s.get('end_reason') else ''}")
+    if s.get("parent_session_id"):
+        click.echo(f"  continues {s['parent_session_id']}")
+    click.echo(f"  {s['message_count']} messages, {s['tool_call_count']} tool calls, "
+               f"{s['input_tokens']} in / {s['output_tokens']} out tokens")
+    for m in data["messages"]:
+        label = m["role"] if m["role"] != "tool" else f"tool:{m.get('tool_name') or '?'}"
+        click.echo(f"\n[{label}] {_when(m['timestamp'])}")
+        if m.get("content"):
+            click.echo(m["content"])
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {}) if isinstance(call, dict) else {}
+            click.echo(f"  → {fn.get('name')}({_short(str(fn.get('arguments')), 200)})")
+
+
+@sessions.command("search")
+@click.argument("query", nargs=-1, required=True)
+@click.option("--source", "sources", multiple=True, help="Only these sources (repeatable).")
+@click.option("--role", "roles", multiple=True, help="Only these roles: user, assistant, tool.")
+@click.option("--session", "session_ref", help="Only this session (id, prefix or title).")
+@click.option("--limit", "-n", default=20, show_default=True)
+@click.option("--offset", default=0)
+@click.option("--strict", is_flag=True, help="No relaxed fallback for questions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON hits.")
+@pass_state
+def search_cmd(state: Any, query: tuple[str, ...], sources: tuple[str, ...], roles: tuple[str, ...],
+               session_ref: str | None, limit: int, offset: int, strict: bool, as_json: bool) -> None:
+    """Full-text search over every message. Words are AND-ed; "quoted phrases", OR, NOT
+    and prefix* work; a question falls back to its key words when it finds too little."""
+    store = _store(state)
+    session_id = _resolve(store, session_ref) if session_ref else None
+    hits = store.search_messages(" ".join(query), source_filter=list(sources) or None,
+                                 role_filter=list(roles) or None, session_id=session_id,
+                                 limit=limit, offset=offset, fallback=not strict)
+    if as_json:
+        echo_json(hits)
+        return
+    if not hits:
+        click.echo("No matches.")
+        return
+    for hit in hits:
+        click.echo(f"{hit['session_id']}  #{hit['id']}  {_when(hit['timestamp'])}  {hit['role']}"
+                   f"  [{hit['mode']}]")
+        click.echo(f"    {_short(hit['snippet'], 200)}")
+
+
+@sessions.command("export")
+@click.argument("refs", nargs=-1)
+@click.option("--all", "export_all", is_flag=True, help="Every session.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl",
+              show_default=True, help="jsonl re-imports losslessly; md is for reading.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True),
+              help="Write here instead of standard output.")
+@click.option("--lineage", is_flag=True, help="Export each session's whole conversation lineage.")
+@pass_state
+def export_cmd(state: Any, refs: tuple[str, ...], export_all: bool, fmt: str, output: str | None,
+               lineage: bool) -> None:
+    """Export sessions as JSONL (re-importable) or Markdown."""
+    from .transfer import export_jsonl_lines, export_markdown
+
+    store = _store(state)
+    if export_all:
+        ids = _all_ids(store)
+    elif refs:
+        ids = []
+        for ref in refs:
+            sid = _resolve(store, ref)
+            ids += store.lineage(sid) if lineage else [sid]
+    else:
+        raise hermes.HermesError("name sessions to export, or pass --all")
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        for i, sid in enumerate(dict.fromkeys(ids)):
+            data = store.export_session(sid)
+            if data is None:
+                continue
+            if fmt == "jsonl":
+                for line in export_jsonl_lines(data):
+                    out.write(line + "\n")
+            else:
+                out.write(("\n---\n\n" if i else "") + export_markdown(data))
+    finally:
+        if output:
+            out.close()
+    if output:
+        click.echo(f"exported {len(ids)} session(s) to {output}", err=True)
+
+
+def _all_ids(store: hermes.SessionStore) -> list[str]:
+    ids_of = getattr(store, "iter_session_ids", None)
+    if callable(ids_of):
+        return list(ids_of())
+    ids: list[str] = []
+    while True:  # any store: page through every session, oldest last
+        page = store.list_sessions(limit=500, offset=len(ids), roots_only=False)
+        if not page:
+            return list(reversed(ids))
+        ids += [row["id"] for row in page]
+
+
+@sessions.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def import_cmd(state: Any, paths: tuple[str, ...], as_json: bool) -> None:
+    """Import sessions: a Hermes state.db, JSONL of OpenAI-format messages (or a
+    `hermes sessions export`), or Claude Code transcripts (~/.claude/projects/*/*.jsonl;
+    directories are searched). Importing the same source again adds nothing twice."""
+    from .transfer import ImportReport, count_units, detect, expand, import_sessions, read
+
+    store = _store(state)
+    report = ImportReport()
+    files = expand(paths)
+    kinds = [(f, detect(f)) for f in files]
+    total = sum(count_units(f, kind) for f, kind in kinds)
+    show_bar = total >= 2000 and not as_json
+
+    def run(progress: Any) -> None:
+        for path, kind in kinds:
+            import_sessions(store, read(path, kind, report.problems), report, progress=progress)
+
+    if show_bar:
+        with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+            run(bar.update)
+    else:
+        run(None)
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    click.echo(f"imported {report.sessions_added} new session(s), {report.messages_added} "
+               f"message(s); {report.sessions_updated} updated, {report.sessions_unchanged} "
+               f"unchanged, {report.sessions_skipped} skipped")
+    for problem in report.problems[:20]:
+        click.echo(f"  {problem}", err=True)
+    if len(report.problems) > 20:
+        click.echo(f"  … and {len(report.problems) - 20} more problem(s)", err=True)
+
+
+@sessions.command("rename")
+@click.argument("ref")
+@click.argument("title", nargs=-1)
+@pass_state
+def rename_cmd(state: Any, ref: str, title: tuple[str, ...]) -> None:
+    """Set a session's title (no TITLE clears it)."""
+    store = _store(state)
+    sid = _resolve(store, ref)
+    try:
+        stored = store.set_title(sid, " ".join(title) or None)
+    except ValueError as exc:
+        raise hermes.HermesError(str(exc)) from exc
+    click.echo(f"{sid}: {'titled ' + repr(stored) if stored else 'title cleared'}")
+
+
+@sessions.command("delete")
+@click.argument("ref")
+@click.option("--only", is_flag=True, help="Delete just this session, not its continuations and sub-agents.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+def delete_cmd(state: Any, ref: str, only: bool, yes: bool) -> None:
+    """Delete a conversation (the session, its continuations and sub-agent sessions)."""
+    store = _store(state)
+    sid = _resolve(store, ref)
+    ids = [sid] if only else [sid, *[i for i in store.lineage(sid) if i != sid and
+                                     _descends(store, i, sid)]]
+    if not yes:
+        click.confirm(f"Delete {len(ids)} session(s) starting at {sid}?", abort=True, err=True)
+    deleted = sum(1 for i in reversed(ids) if store.delete_session(i))
+    click.echo(f"deleted {deleted} session(s)")
+
+
+def _descends(store: hermes.SessionStore, sid: str, ancestor: str) -> bool:
+    seen = set()
+    current: str | None = sid
+    while current and current not in seen:
+        if current == ancestor:
+            return True
+        seen.add(current)
+        row = store.get_session(current)
+        current = row.get("parent_session_id") if row else None
+    return False
+
+
+@sessions.command("prune")
+@click.option("--older-than", "days", default=90.0, show_default=True, help="Age in days.")
+@click.option("--source", help="Only sessions from this source.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+def prune_cmd(state: Any, days: float, source: str | None, yes: bool) -> None:
+    """Delete ended sessions older than a number of days (live ones are kept)."""
+    if not yes:
+        click.confirm(f"Delete every ended session older than {days:g} days"
+                      f"{' from ' + source if source else ''}?", abort=True, err=True)
+    n = _store(state).prune_sessions(older_than_days=days, source=source)
+    click.echo(f"pruned {n} session(s)")

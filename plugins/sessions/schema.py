@@ -1,0 +1,283 @@
+"""The layout of ``state.db`` and its forward migrations.
+
+The schema version lives in ``PRAGMA user_version`` (in the file header, so it is read
+without touching a table and changes atomically with the DDL of a migration). A database
+with tables but version 0 was not written by this store (for example the Hermes agent's
+own ``state.db``); it is refused with advice rather than altered.
+
+Full-text search uses two FTS5 tables kept in sync by triggers:
+
+* ``messages_fts`` (unicode61, diacritics folded) indexes every message: its content,
+  tool name and the names and arguments of its tool calls. It is an *external content*
+  table over the view ``messages_fts_source``, so the text is stored once (in
+  ``messages``) and the index adds only its posting lists.
+* ``messages_fts_trigram`` (trigram) holds **only messages that contain CJK text**
+  (ideographs, kana, Hangul). unicode61 glues a run of such characters into one token, so
+  word search cannot find a word inside a sentence; trigrams can. A trigram index costs
+  about 6-7x a word index and slows every insert, so Latin-only messages never enter it:
+  the insert trigger's ``WHEN`` clause checks for a non-ASCII byte first (cheap) and then
+  for a CJK character. The table keeps its own copy of the (few) CJK messages, which lets
+  one- and two-character CJK terms, too short for trigrams, be found with a LIKE scan
+  over that small table instead of over every message.
+
+Both insert triggers skip rows while ``state_meta`` holds ``fts_deferred``: a bulk write
+sets it inside its own ``BEGIN IMMEDIATE`` transaction, inserts the rows, indexes them
+with one ``INSERT … SELECT`` per index and clears it before committing. No other
+connection can ever see the flag set (it is written and removed in one write
+transaction), and indexing a batch in one statement is about three times faster than
+row by row (FTS5 flushes its pending terms at every statement boundary).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from .query import CJK_GLOB
+
+SCHEMA_VERSION = 2
+
+
+def _tool_args(col: str) -> str:
+    """SQL for the searchable text of a ``tool_calls`` JSON column: each call's function
+    name and arguments (the ids and JSON keys of the envelope are noise). Malformed JSON
+    or non-object items yield nothing instead of failing the write."""
+    return (
+        f"(CASE WHEN {col} IS NOT NULL AND json_valid({col}) THEN "
+        f"(SELECT group_concat(coalesce(json_extract(j.value, '$.function.name'), '') || ' ' || "
+        f"coalesce(json_extract(j.value, '$.function.arguments'), ''), ' ') "
+        f"FROM json_each({col}) AS j WHERE j.type = 'object') END)"
+    )
+
+
+def _has_cjk(col: str) -> str:
+    # length() counts characters and the BLOB cast counts bytes: equal means pure ASCII,
+    # which settles nearly every Latin message before the slower GLOB scan.
+    return (f"({col} IS NOT NULL AND length(CAST({col} AS BLOB)) > length({col}) "
+            f"AND {col} GLOB '{CJK_GLOB}')")
+
+
+_DEFERRED = "(SELECT 1 FROM state_meta WHERE key = 'fts_deferred') IS NULL"
+_NEW_CJK = f"({_has_cjk('new.content')} OR {_has_cjk('new.tool_calls')})"
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS state_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT
+);
+
+CREATE TABLE IF NOT EXISTS sessions (
+    id                 TEXT PRIMARY KEY,
+    source             TEXT NOT NULL DEFAULT 'cli',
+    user_id            TEXT,
+    model              TEXT,
+    model_config       TEXT,
+    system_prompt      TEXT,
+    parent_session_id  TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+    started_at         REAL NOT NULL,
+    ended_at           REAL,
+    end_reason         TEXT,
+    last_active_at     REAL,
+    message_count      INTEGER NOT NULL DEFAULT 0,
+    tool_call_count    INTEGER NOT NULL DEFAULT 0,
+    input_tokens       INTEGER NOT NULL DEFAULT 0,
+    output_tokens      INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    reasoning_tokens   INTEGER NOT NULL DEFAULT 0,
+    estimated_cost_usd REAL,
+    title              TEXT,
+    cwd                TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_sessions_source ON sessions(source);
+CREATE INDEX IF NOT EXISTS idx_sessions_parent ON sessions(parent_session_id);
+CREATE INDEX IF NOT EXISTS idx_sessions_started ON sessions(started_at DESC);
+CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique ON sessions(title)
+    WHERE title IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS messages (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    role          TEXT NOT NULL,
+    content       TEXT,
+    tool_call_id  TEXT,
+    tool_calls    TEXT,
+    tool_name     TEXT,
+    timestamp     REAL NOT NULL,
+    token_count   INTEGER,
+    finish_reason TEXT,
+    reasoning     TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, id);
+"""
+
+FTS = f"""
+CREATE VIEW IF NOT EXISTS messages_fts_source AS
+    SELECT id, content, tool_name, {_tool_args('tool_calls')} AS tool_args FROM messages;
+
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    content, tool_name, tool_args,
+    content = 'messages_fts_source', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram USING fts5(
+    content, tool_name, tool_args, tokenize = 'trigram'
+);
+
+CREATE TRIGGER IF NOT EXISTS messages_fts_ai AFTER INSERT ON messages WHEN {_DEFERRED} BEGIN
+    INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
+        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')});
+END;
+CREATE TRIGGER IF NOT EXISTS messages_fts_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
+        VALUES ('delete', old.id, old.content, old.tool_name, {_tool_args('old.tool_calls')});
+END;
+CREATE TRIGGER IF NOT EXISTS messages_fts_au AFTER UPDATE OF content, tool_name, tool_calls
+ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
+        VALUES ('delete', old.id, old.content, old.tool_name, {_tool_args('old.tool_calls')});
+    INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
+        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')});
+END;
+
+CREATE TRIGGER IF NOT EXISTS messages_trigram_ai AFTER INSERT ON messages
+WHEN {_DEFERRED} AND {_NEW_CJK} BEGIN
+    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args)
+        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')});
+END;
+CREATE TRIGGER IF NOT EXISTS messages_trigram_ad AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts_trigram WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS messages_trigram_au AFTER UPDATE OF content, tool_name, tool_calls
+ON messages BEGIN
+    DELETE FROM messages_fts_trigram WHERE rowid = old.id;
+    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args)
+        SELECT new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')}
+        WHERE {_NEW_CJK};
+END;
+"""
+
+#: Relevance: a hit in the message text counts twice a hit in a tool name or arguments.
+RANK = "bm25(1.0, 0.5, 0.5)"
+
+
+def index_range_sql(first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
+    """Statements that index the messages with ids ``first..last`` (the bulk path)."""
+    src_cjk = f"({_has_cjk('s.content')} OR {_has_cjk('m.tool_calls')})"
+    return [
+        ("INSERT INTO messages_fts(rowid, content, tool_name, tool_args) "
+         "SELECT id, content, tool_name, tool_args FROM messages_fts_source "
+         "WHERE id BETWEEN ? AND ?", (first, last)),
+        ("INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args) "
+         "SELECT s.id, s.content, s.tool_name, s.tool_args FROM messages_fts_source s "
+         f"JOIN messages m ON m.id = s.id WHERE s.id BETWEEN ? AND ? AND {src_cjk}",
+         (first, last)),
+    ]
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """Create the current schema in an empty database (inside the caller's transaction)."""
+    for statement in _split(TABLES + FTS):
+        conn.execute(statement)
+    _configure_fts(conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _configure_fts(conn: sqlite3.Connection) -> None:
+    for table in ("messages_fts", "messages_fts_trigram"):
+        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('rank', ?)", (RANK,))
+
+
+def _split(script: str) -> list[str]:
+    """Split a DDL script into statements (``sqlite3.complete_statement`` knows where
+    trigger bodies end)."""
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Migrations: MIGRATIONS[n] takes a database from version n to n + 1, inside one write
+# transaction, without losing a row.
+# --------------------------------------------------------------------------------------
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """v1 (the first layout) indexed message content only, had no CJK index, no
+    ``state_meta``, no ``cwd`` and no ``last_active_at``. v2 indexes tool names and
+    tool-call arguments too and adds the CJK trigram index."""
+    for column, decl in (("cwd", "TEXT"), ("last_active_at", "REAL")):
+        if column not in _columns(conn, "sessions"):
+            conn.execute(f"ALTER TABLE sessions ADD COLUMN {column} {decl}")
+    conn.execute(
+        "UPDATE sessions SET last_active_at = (SELECT max(timestamp) FROM messages "
+        "WHERE messages.session_id = sessions.id) WHERE last_active_at IS NULL"
+    )
+    for trigger in ("messages_fts_ai", "messages_fts_ad", "messages_fts_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP TABLE IF EXISTS messages_fts")
+    for statement in _split(TABLES + FTS):
+        conn.execute(statement)
+    _configure_fts(conn)
+    last = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    for sql, params in index_range_sql(0, last):
+        conn.execute(sql, params)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+
+#: The v1 layout, kept so tests can build an old database exactly as v1 wrote it.
+V1_SCHEMA = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, source TEXT NOT NULL DEFAULT 'cli', user_id TEXT, model TEXT,
+    model_config TEXT, system_prompt TEXT,
+    parent_session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+    started_at REAL NOT NULL, ended_at REAL, end_reason TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0, tool_call_count INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens INTEGER NOT NULL DEFAULT 0, cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0, estimated_cost_usd REAL, title TEXT
+);
+CREATE UNIQUE INDEX idx_sessions_title_unique ON sessions(title) WHERE title IS NOT NULL;
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    role TEXT NOT NULL, content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
+    timestamp REAL NOT NULL, token_count INTEGER, finish_reason TEXT, reasoning TEXT
+);
+CREATE INDEX idx_messages_session ON messages(session_id, id);
+CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id');
+CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER messages_fts_au AFTER UPDATE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+PRAGMA user_version = 1;
+"""
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> int:
+    """Run every migration from ``version`` up to :data:`SCHEMA_VERSION` (inside the
+    caller's transaction); returns the new version."""
+    while version < SCHEMA_VERSION:
+        MIGRATIONS[version](conn)
+        version += 1
+        conn.execute(f"PRAGMA user_version = {version}")
+    return version

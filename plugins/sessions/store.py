@@ -1,0 +1,946 @@
+"""The default session store: one SQLite database (``$HERMES_HOME/state.db``).
+
+Concurrency model: one write connection per store, guarded by a lock, and one read-only
+connection per thread. WAL journaling lets readers run while another process writes.
+Every write transaction starts with ``BEGIN IMMEDIATE`` so it takes the write lock up
+front (a deferred transaction that upgrades later can deadlock and fail instead of
+waiting); when the lock is busy the store sleeps a random, growing while and tries again
+until its write timeout, because SQLite's own busy handler backs off deterministically
+and several processes retrying in step starve each other.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import hermes
+
+from . import schema
+from .query import RELAX_BELOW, Stage, parse, plan
+
+log = logging.getLogger("hermes.sessions")
+
+T = TypeVar("T")
+
+MAX_TITLE_LENGTH = 100
+#: Hops a lineage walk may take before it stops (cycle and corruption guard).
+MAX_HOPS = 1000
+_CONTEXT_CHARS = 200
+_SNIPPET_TOKENS = 24
+
+_INVISIBLE_RE = re.compile(
+    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]"
+)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
+
+_SESSION_COLUMNS = (
+    "id", "source", "user_id", "model", "model_config", "system_prompt",
+    "parent_session_id", "started_at", "ended_at", "end_reason", "last_active_at",
+    "message_count", "tool_call_count", "input_tokens", "output_tokens",
+    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "estimated_cost_usd",
+    "title", "cwd",
+)
+_SESSION_SELECT = ", ".join(f"s.{c}" for c in _SESSION_COLUMNS)
+_MESSAGE_COLUMNS = (
+    "id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
+    "token_count, finish_reason, reasoning"
+)
+
+
+def sanitize_title(title: str | None) -> str | None:
+    """Clean a title: drop control and invisible formatting characters, collapse
+    whitespace; ``None`` when nothing is left. ``ValueError`` when longer than
+    :data:`MAX_TITLE_LENGTH` characters."""
+    if title is None:
+        return None
+    text = _INVISIBLE_RE.sub("", _CONTROL_RE.sub("", str(title)))
+    text = " ".join(text.split())
+    if not text:
+        return None
+    if len(text) > MAX_TITLE_LENGTH:
+        raise ValueError(
+            f"Title too long ({len(text)} characters); the limit is {MAX_TITLE_LENGTH}."
+        )
+    return text
+
+
+def new_session_id(now: float | None = None) -> str:
+    """A fresh id like ``20260315_092437_c9a6ff`` (sortable by creation time)."""
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(now or time.time()))
+    return f"{stamp}_{secrets.token_hex(3)}"
+
+
+def _is_busy(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _encode_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _decode_json(value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _content_text(content: Any) -> str | None:
+    """Stored content: strings as they are; OpenAI content-part lists as their text."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text") if part.get("type", "text") == "text" else None
+                parts.append(str(text) if text is not None else json.dumps(part, ensure_ascii=False))
+            else:
+                parts.append(str(part))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+class SQLiteSessionStore(hermes.SessionStore):
+    """The ``sqlite`` session store (see :mod:`hermes.plugins.sessions`).
+
+    ``SQLiteSessionStore(path, *, write_timeout=20.0, read_timeout=5.0,
+    synchronous="normal")``. ``write_timeout`` bounds how long a write waits for a busy
+    database before raising :class:`hermes.StoreError`. ``synchronous="normal"`` (the
+    WAL default of most applications) survives any process crash; ``"full"`` also
+    survives power loss at the cost of an fsync per write.
+    """
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        write_timeout: float = 20.0,
+        read_timeout: float = 5.0,
+        synchronous: str = "normal",
+    ):
+        self.path = Path(path)
+        self.write_timeout = float(write_timeout)
+        self.read_timeout = float(read_timeout)
+        if synchronous.lower() not in ("normal", "full"):
+            raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
+        self.synchronous = synchronous.upper()
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._closed = False
+        self._writer = self._open(write=True)
+        self._ensure_schema()
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _fail(self, exc: BaseException) -> hermes.StoreError:
+        """A :class:`hermes.StoreError` that names the file and what to do."""
+        text = str(exc)
+        if "not a database" in text or "malformed" in text or "file is encrypted" in text:
+            return hermes.StoreError(
+                f"{self.path} is not a usable SQLite database ({text}). Move it aside "
+                f"(mv '{self.path}' '{self.path}.broken') and Hermes starts a fresh one; "
+                "if it is an older Hermes state.db, bring its sessions back with "
+                f"`hermes sessions import '{self.path}.broken'`."
+            )
+        if "unable to open" in text or "readonly" in text or "disk i/o" in text.lower():
+            return hermes.StoreError(
+                f"cannot open {self.path} ({text}). Check that its directory exists and is "
+                "writable, and that the disk is not full."
+            )
+        return hermes.StoreError(f"{self.path}: {text}")
+
+    def _open(self, *, write: bool) -> sqlite3.Connection:
+        if self.path.exists() and not self.path.is_file():
+            raise hermes.StoreError(
+                f"{self.path} is not a file. Move it aside so Hermes can create its session "
+                "database there."
+            )
+        if write and not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Conversations are private: create the file 0600 (SQLite gives its -wal and
+            # -shm files the same permissions).
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=0.05 if write else self.read_timeout,
+                isolation_level=None, check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self._fail(exc) from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            if write:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            else:
+                conn.execute("PRAGMA query_only=1")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if _is_busy(exc):
+                raise hermes.StoreError(
+                    f"{self.path} is locked by another process that keeps it busy; try again."
+                ) from exc
+            raise self._fail(exc) from exc
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise hermes.StoreError(f"the session store on {self.path} is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open(write=False)
+            self._local.conn = conn
+        return conn
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return fn(self._reader())
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise hermes.StoreError(f"{self.path} stayed locked for reading: {exc}") from exc
+            raise
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise
+            raise self._fail(exc) from exc
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T], *, timeout: float | None = None) -> T:
+        """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying on a busy
+        database with jittered sleeps until ``timeout`` (default ``write_timeout``)."""
+        if self._closed:
+            raise hermes.StoreError(f"the session store on {self.path} is closed")
+        patience = self.write_timeout if timeout is None else timeout
+        started = time.monotonic()
+        conn = self._writer
+        with self._write_lock:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = fn(conn)
+                        conn.execute("COMMIT")
+                        return result
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                except sqlite3.OperationalError as exc:
+                    waited = time.monotonic() - started
+                    if not _is_busy(exc):
+                        raise
+                    if waited >= patience:
+                        raise hermes.StoreError(
+                            f"{self.path} stayed locked by another process for {waited:.1f}s "
+                            f"(write timeout {patience:g}s); the write was not made. Try "
+                            "again, or raise plugins.sqlite-sessions.write_timeout."
+                        ) from exc
+                    # Short random sleeps at first, longer ones once it is clearly a long
+                    # holder (a checkpoint, a big import), never past the deadline.
+                    pause = random.uniform(0.002, 0.03) if waited < 2.0 else random.uniform(0.05, 0.3)
+                    time.sleep(max(0.0, min(pause, patience - waited)))
+                except sqlite3.DatabaseError as exc:
+                    if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                        raise
+                    raise self._fail(exc) from exc
+
+    def _ensure_schema(self) -> None:
+        def setup(conn: sqlite3.Connection) -> None:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if version == 0 and not tables:
+                schema.create(conn)
+                conn.execute("INSERT OR REPLACE INTO state_meta VALUES ('created_by', ?)",
+                             (f"hermes-kernel {hermes.__version__}",))
+            elif version == 0:
+                raise hermes.StoreError(self._foreign_message(conn, tables))
+            elif version > schema.SCHEMA_VERSION:
+                raise hermes.StoreError(
+                    f"{self.path} has schema version {version}, newer than this Hermes "
+                    f"understands ({schema.SCHEMA_VERSION}). Upgrade hermes-kernel, or point "
+                    "HERMES_HOME elsewhere."
+                )
+            elif version < schema.SCHEMA_VERSION:
+                schema.migrate(conn, version)
+                log.info("migrated %s from schema v%d to v%d", self.path, version, schema.SCHEMA_VERSION)
+
+        try:
+            self._write(setup, timeout=max(self.write_timeout, 30.0))
+        except BaseException:
+            self.close()
+            raise
+
+    def _foreign_message(self, conn: sqlite3.Connection, tables: set[str]) -> str:
+        moved = f"{self.path}.hermes-agent"
+        if "schema_version" in tables and "sessions" in tables:
+            try:
+                upstream = conn.execute("SELECT version FROM schema_version").fetchone()[0]
+            except sqlite3.Error:
+                upstream = "?"
+            return (
+                f"{self.path} is a Hermes agent state.db (schema v{upstream}), not a Hermes "
+                f"kernel one. Move it aside (mv '{self.path}' '{moved}') and bring its "
+                f"sessions over with `hermes sessions import '{moved}'`."
+            )
+        return (
+            f"{self.path} is a SQLite database of some other program (tables: "
+            f"{', '.join(sorted(tables)[:5])}). Move it aside or point HERMES_HOME elsewhere."
+        )
+
+    def close(self) -> None:
+        """Close every connection (a best-effort WAL checkpoint first)."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._write_lock:
+            try:
+                self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<SQLiteSessionStore {str(self.path)!r}>"
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        source: str = "cli",
+        model: str | None = None,
+        model_config: dict | None = None,
+        system_prompt: str | None = None,
+        user_id: str | None = None,
+        parent_session_id: str | None = None,
+        cwd: str | None = None,
+        started_at: float | None = None,
+    ) -> str:
+        now = time.time() if started_at is None else float(started_at)
+        generated = session_id is None
+
+        def insert(conn: sqlite3.Connection) -> str:
+            parent = parent_session_id
+            if parent is not None and conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (parent,)).fetchone() is None:
+                parent = None
+            for _ in range(20):
+                sid = new_session_id(now) if generated else str(session_id)
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO sessions (id, source, user_id, model, model_config, "
+                    "system_prompt, parent_session_id, started_at, cwd) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (sid, source or "unknown", user_id, model, _encode_json(model_config),
+                     system_prompt, parent, now, cwd),
+                )
+                if cur.rowcount or not generated:
+                    return sid
+            raise hermes.StoreError("could not generate a unique session id")
+
+        return self._write(insert)
+
+    def _session_row(self, row: sqlite3.Row | None) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        out = dict(row)
+        out["model_config"] = _decode_json(out.get("model_config"))
+        return out
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        row = self._read(lambda c: c.execute(
+            f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.id = ?", (session_id,)).fetchone())
+        return self._session_row(row)
+
+    def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        self._write(lambda c: c.execute(
+            "UPDATE sessions SET system_prompt = ? WHERE id = ?", (system_prompt, session_id)))
+
+    def end_session(self, session_id: str, end_reason: str, *, ended_at: float | None = None) -> None:
+        when = time.time() if ended_at is None else float(ended_at)
+        self._write(lambda c: c.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+            (when, end_reason, session_id)))
+
+    def reopen_session(self, session_id: str) -> None:
+        self._write(lambda c: c.execute(
+            "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?", (session_id,)))
+
+    def list_sessions(
+        self,
+        *,
+        source: str | None = None,
+        exclude_sources: list[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        roots_only: bool = True,
+    ) -> list[dict[str, Any]]:
+        where, params = [], []
+        if roots_only:
+            where.append("s.parent_session_id IS NULL")
+        if source:
+            where.append("s.source = ?")
+            params.append(source)
+        if exclude_sources:
+            where.append(f"s.source NOT IN ({','.join('?' * len(exclude_sources))})")
+            params += list(exclude_sources)
+        cond = " AND ".join(where) or "1"
+        limit, offset = max(0, int(limit)), max(0, int(offset))
+        if roots_only:
+            # Seeded from parentless sessions, the walk cannot loop: every session has one
+            # parent, so a session in a cycle is never a descendant of a root.
+            sql = f"""
+                WITH RECURSIVE tree(root, id) AS (
+                    SELECT s.id, s.id FROM sessions s WHERE {cond}
+                    UNION ALL
+                    SELECT tree.root, c.id FROM sessions c JOIN tree ON c.parent_session_id = tree.id
+                )
+                SELECT tree.root AS root,
+                       max(coalesce(d.last_active_at, d.started_at)) AS last_active,
+                       count(*) AS lineage_size, sum(d.message_count) AS lineage_messages
+                FROM tree JOIN sessions d ON d.id = tree.id
+                GROUP BY tree.root ORDER BY last_active DESC, root DESC LIMIT ? OFFSET ?"""
+        else:
+            sql = f"""
+                SELECT s.id AS root, coalesce(s.last_active_at, s.started_at) AS last_active,
+                       1 AS lineage_size, s.message_count AS lineage_messages
+                FROM sessions s WHERE {cond}
+                ORDER BY last_active DESC, s.id DESC LIMIT ? OFFSET ?"""
+
+        def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            heads = conn.execute(sql, (*params, limit, offset)).fetchall()
+            out = []
+            for head in heads:
+                row = self._session_row(conn.execute(
+                    f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.id = ?", (head["root"],)
+                ).fetchone())
+                if row is None:
+                    continue
+                first = conn.execute(
+                    "SELECT content FROM messages WHERE session_id = ? AND role = 'user' "
+                    "AND content IS NOT NULL ORDER BY id LIMIT 1", (row["id"],)).fetchone()
+                raw = " ".join(((first[0] if first else "") or "")[:64].replace("\r", " ").split("\n"))
+                preview = raw[:60] + "..." if len(raw) > 60 else raw
+                row.update(preview=preview, last_active=head["last_active"],
+                           lineage_size=head["lineage_size"],
+                           lineage_messages=head["lineage_messages"] or 0)
+                out.append(row)
+            return out
+
+        rows = self._read(query)
+        for row in rows:
+            row["tip_id"] = self.compression_tip(row["id"])
+        return rows
+
+    def resolve_session(self, ref: str) -> str | None:
+        ref = (ref or "").strip()
+        if not ref:
+            return None
+
+        def find(conn: sqlite3.Connection) -> str | None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (ref,)).fetchone():
+                return ref
+            title = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None
+            if title:
+                best: tuple[int, float, str] | None = None
+                base = _NUMBERED_RE.match(title)
+                base_title = base.group(1) if base else title
+                for row in conn.execute(
+                    "SELECT id, title, started_at FROM sessions WHERE title = ? OR "
+                    "(substr(title, 1, ?) = ? AND title GLOB ?)",
+                    (title, len(base_title) + 2, base_title + " #", _glob_escape(base_title) + " #[0-9]*"),
+                ):
+                    if row["title"] != title and base is not None:
+                        continue  # an explicit "name #3" resolves only to itself
+                    m = _NUMBERED_RE.match(row["title"])
+                    n = int(m.group(2)) if (m and m.group(1) == base_title) else 1
+                    key = (n, row["started_at"] or 0.0, row["id"])
+                    if best is None or key > best:
+                        best = key
+                if best is not None:
+                    return best[2]
+            rows = conn.execute(
+                "SELECT id FROM sessions WHERE substr(id, 1, ?) = ? LIMIT 2", (len(ref), ref)
+            ).fetchall()
+            return rows[0][0] if len(rows) == 1 else None
+
+        return self._read(find)
+
+    def set_title(self, session_id: str, title: str | None) -> str | None:
+        clean = sanitize_title(title)
+
+        def update(conn: sqlite3.Connection) -> str | None:
+            if clean is not None:
+                other = conn.execute("SELECT id FROM sessions WHERE title = ? AND id != ?",
+                                     (clean, session_id)).fetchone()
+                if other is not None:
+                    raise ValueError(f"Title {clean!r} is already in use by session {other[0]}.")
+            conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (clean, session_id))
+            return clean
+
+        try:
+            return self._write(update)
+        except sqlite3.IntegrityError as exc:  # a concurrent writer took it first
+            raise ValueError(f"Title {clean!r} is already in use.") from exc
+
+    def next_title_in_lineage(self, title: str) -> str:
+        clean = sanitize_title(title) or ""
+        m = _NUMBERED_RE.match(clean)
+        base = m.group(1) if m else clean
+        if not base:
+            return clean
+
+        def highest(conn: sqlite3.Connection) -> int:
+            top = 0
+            for (t,) in conn.execute(
+                "SELECT title FROM sessions WHERE title = ? OR (substr(title, 1, ?) = ?)",
+                (base, len(base) + 2, base + " #"),
+            ):
+                if t == base:
+                    top = max(top, 1)
+                    continue
+                mm = _NUMBERED_RE.match(t)
+                if mm and mm.group(1) == base:
+                    top = max(top, int(mm.group(2)))
+            return top
+
+        top = self._read(highest)
+        if top == 0:
+            return base
+        return f"{base} #{top + 1}"
+
+    def lineage_root(self, session_id: str) -> str:
+        def walk(conn: sqlite3.Connection) -> str:
+            current, seen = session_id, {session_id}
+            for _ in range(MAX_HOPS):
+                row = conn.execute("SELECT parent_session_id FROM sessions WHERE id = ?",
+                                   (current,)).fetchone()
+                parent = row[0] if row else None
+                if not parent or parent in seen:
+                    return current
+                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (parent,)).fetchone() is None:
+                    return current
+                seen.add(parent)
+                current = parent
+            return current
+
+        return self._read(walk)
+
+    def compression_tip(self, session_id: str) -> str:
+        def walk(conn: sqlite3.Connection) -> str:
+            current, seen = session_id, {session_id}
+            for _ in range(MAX_HOPS):
+                row = conn.execute("SELECT ended_at, end_reason FROM sessions WHERE id = ?",
+                                   (current,)).fetchone()
+                if row is None or row["end_reason"] != "compression" or row["ended_at"] is None:
+                    return current
+                child = conn.execute(
+                    "SELECT id FROM sessions WHERE parent_session_id = ? AND started_at >= ? "
+                    "ORDER BY started_at DESC, id DESC LIMIT 1", (current, row["ended_at"])
+                ).fetchone()
+                if child is None or child[0] in seen:
+                    return current
+                seen.add(child[0])
+                current = child[0]
+            return current
+
+        return self._read(walk)
+
+    def children(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._read(lambda c: c.execute(
+            f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.parent_session_id = ? "
+            "ORDER BY s.started_at, s.id", (session_id,)).fetchall())
+        return [r for r in (self._session_row(row) for row in rows) if r is not None]
+
+    def update_token_counts(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        model: str | None = None,
+        absolute: bool = False,
+    ) -> None:
+        counts = (int(input_tokens or 0), int(output_tokens or 0), int(cache_read_tokens or 0),
+                  int(cache_write_tokens or 0), int(reasoning_tokens or 0))
+        names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                 "reasoning_tokens")
+        if absolute:
+            sets = [f"{n} = ?" for n in names]
+            cost = "estimated_cost_usd = coalesce(?, estimated_cost_usd)"
+        else:
+            sets = [f"{n} = {n} + ?" for n in names]
+            cost = ("estimated_cost_usd = CASE WHEN ? IS NULL THEN estimated_cost_usd "
+                    "ELSE coalesce(estimated_cost_usd, 0) + ? END")
+        cost_params: tuple[Any, ...] = (estimated_cost_usd,) if absolute else (estimated_cost_usd, estimated_cost_usd)
+        sql = f"UPDATE sessions SET {', '.join(sets)}, {cost}, model = coalesce(model, ?) WHERE id = ?"
+        self._write(lambda c: c.execute(sql, (*counts, *cost_params, model, session_id)))
+
+    def delete_session(self, session_id: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            # Messages first, explicitly: their triggers take them out of both indexes.
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM state_meta WHERE key = ?", (f"import:{session_id}",))
+            return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+        return self._write(delete)
+
+    def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
+        cutoff = time.time() - float(older_than_days) * 86400.0
+        sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < ?"
+        params: list[Any] = [cutoff]
+        if source:
+            sql += " AND source = ?"
+            params.append(source)
+        ids = [r[0] for r in self._read(lambda c: c.execute(sql, params).fetchall())]
+        return sum(1 for sid in ids if self.delete_session(sid))
+
+    # -- messages ------------------------------------------------------------------------
+
+    @staticmethod
+    def _message_params(session_id: str, m: dict[str, Any], now: float) -> tuple[Any, ...]:
+        role = str(m.get("role") or "user")
+        tool_calls = m.get("tool_calls") or None
+        ts = m.get("timestamp")
+        return (
+            session_id, role, _content_text(m.get("content")), m.get("tool_call_id"),
+            _encode_json(tool_calls), m.get("tool_name") or m.get("name"),
+            float(ts) if ts is not None else now, m.get("token_count"),
+            m.get("finish_reason"), m.get("reasoning"),
+        )
+
+    @staticmethod
+    def _tool_call_count(role: str, tool_calls: Any) -> int:
+        if role != "assistant" or not tool_calls:
+            return 0
+        if isinstance(tool_calls, str):
+            tool_calls = _decode_json(tool_calls)
+        return len(tool_calls) if isinstance(tool_calls, list) else 1
+
+    def _insert_messages(
+        self, conn: sqlite3.Connection, session_id: str, messages: list[dict[str, Any]], *, bulk: bool
+    ) -> list[int]:
+        now = time.time()
+        rows = [self._message_params(session_id, m, now) for m in messages]
+        if not rows:
+            return []
+        first_ts = min(r[6] for r in rows)
+        conn.execute(
+            "INSERT OR IGNORE INTO sessions (id, source, started_at) VALUES (?, 'unknown', ?)",
+            (session_id, first_ts),
+        )
+        insert = ("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, "
+                  "tool_name, timestamp, token_count, finish_reason, reasoning) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        if bulk:
+            conn.execute("INSERT INTO state_meta (key, value) VALUES ('fts_deferred', '1')")
+            conn.executemany(insert, rows)
+            last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+            first = last - len(rows) + 1
+            for sql, params in schema.index_range_sql(first, last):
+                conn.execute(sql, params)
+            conn.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
+            ids = list(range(first, last + 1))
+        else:
+            ids = [conn.execute(insert, row).lastrowid for row in rows]
+        calls = sum(self._tool_call_count(r[1], m.get("tool_calls")) for r, m in zip(rows, messages, strict=True))
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + ?, "
+            "tool_call_count = tool_call_count + ?, "
+            "last_active_at = max(coalesce(last_active_at, 0), ?) WHERE id = ?",
+            (len(rows), calls, max(r[6] for r in rows), session_id),
+        )
+        return ids
+
+    def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str | None = None,
+        *,
+        tool_name: str | None = None,
+        tool_calls: list[dict] | None = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        timestamp: float | None = None,
+    ) -> int:
+        message = {
+            "role": role, "content": content, "tool_name": tool_name, "tool_calls": tool_calls,
+            "tool_call_id": tool_call_id, "token_count": token_count,
+            "finish_reason": finish_reason, "reasoning": reasoning, "timestamp": timestamp,
+        }
+        return self._write(lambda c: self._insert_messages(c, session_id, [message], bulk=False))[0]
+
+    #: Messages per transaction in :meth:`append_messages` (bounds lock hold time).
+    BULK_BATCH = 5000
+
+    def append_messages(self, session_id: str, messages: list[hermes.Message]) -> list[int]:
+        ids: list[int] = []
+        batch = list(messages)
+        for start in range(0, len(batch), self.BULK_BATCH):
+            chunk = batch[start:start + self.BULK_BATCH]
+            ids += self._write(lambda c, chunk=chunk: self._insert_messages(c, session_id, chunk, bulk=True))
+        return ids
+
+    def _message_row(self, row: sqlite3.Row) -> dict[str, Any]:
+        out = dict(row)
+        out["tool_calls"] = _decode_json(out.get("tool_calls"))
+        return out
+
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._read(lambda c: c.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id",
+            (session_id,)).fetchall())
+        return [self._message_row(r) for r in rows]
+
+    def iter_session_ids(self) -> Iterable[str]:
+        """Every session id, oldest first (for ``export --all``)."""
+        rows = self._read(lambda c: c.execute(
+            "SELECT id FROM sessions ORDER BY started_at, id").fetchall())
+        return [r[0] for r in rows]
+
+    # -- search --------------------------------------------------------------------------
+
+    def search_messages(
+        self,
+        query: str,
+        *,
+        source_filter: list[str] | None = None,
+        exclude_sources: list[str] | None = None,
+        role_filter: list[str] | None = None,
+        session_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        fallback: bool = True,
+    ) -> list[hermes.SearchHit]:
+        try:
+            return self._search(query, source_filter=source_filter, exclude_sources=exclude_sources,
+                                role_filter=role_filter, session_id=session_id, since=since,
+                                until=until, limit=limit, offset=offset, fallback=fallback)
+        except Exception as exc:  # the contract: any input, never raises
+            log.warning("session search for %r failed: %s", str(query)[:200], exc)
+            return []
+
+    def _search(self, query: Any, *, limit: Any, offset: Any, fallback: bool, **filters: Any) -> list[hermes.SearchHit]:
+        try:
+            limit, offset = max(0, int(limit)), max(0, int(offset))
+        except (TypeError, ValueError):
+            limit, offset = 20, 0
+        if not isinstance(query, str) or not query.strip() or limit == 0:
+            return []
+        stages = plan(query, fallback=fallback)
+        if not stages:
+            return []
+        filter_sql, filter_params = _filters(**filters)
+        need = offset + limit
+
+        def run(conn: sqlite3.Connection) -> list[hermes.SearchHit]:
+            hits: list[hermes.SearchHit] = []
+            for number, stage in enumerate(stages):
+                if number and len(hits) >= RELAX_BELOW:
+                    break
+                if len(hits) >= need:
+                    break
+                exclude = [h["id"] for h in hits]
+                hits += self._run_stage(conn, stage, query, filter_sql, filter_params,
+                                        need - len(hits), exclude)
+            page = hits[offset:need]
+            for hit in page:
+                hit["context"] = _context(conn, hit["session_id"], hit["id"])
+            return page
+
+        return self._read(run)
+
+    def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
+                   filter_params: list[Any], count: int, exclude: list[int]) -> list[hermes.SearchHit]:
+        table = "messages_fts" if stage.index == "words" else "messages_fts_trigram"
+        where, params = [], []
+        if stage.match is not None:
+            where.append(f"{table} MATCH ?")
+            params.append(stage.match)
+        if stage.where:
+            where.append(stage.where)
+            params += stage.params
+        if filter_sql:
+            where.append(filter_sql)
+            params += filter_params
+        if exclude:
+            where.append(f"m.id NOT IN ({','.join('?' * len(exclude))})")
+            params += exclude
+        if stage.match is not None and not stage.highlight:
+            tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
+            snippet = f"snippet({table}, -1, '>>>', '<<<', '...', {tokens})"
+            score = order = f"{table}.rank"
+        elif stage.match is not None:
+            snippet, score, order = "NULL", f"{table}.rank", f"{table}.rank"
+        else:
+            snippet, score, order = "NULL", "0.0", "m.timestamp DESC, m.id DESC"
+        sql = (
+            f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, "
+            f"s.source, s.model, s.started_at AS session_started, s.title AS session_title, "
+            f"{snippet} AS snippet, {score} AS score "
+            f"FROM {table} JOIN messages m ON m.id = {table}.rowid "
+            f"JOIN sessions s ON s.id = m.session_id "
+            f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+        )
+        rows = conn.execute(sql, (*params, count)).fetchall()
+        terms = stage.highlight or [t.text for t in parse(query).terms if not t.negated]
+        hits: list[hermes.SearchHit] = []
+        for r in rows:
+            snip = r["snippet"] if r["snippet"] is not None else _like_snippet(r["content"] or "", terms)
+            hits.append({
+                "id": r["id"], "session_id": r["session_id"], "role": r["role"],
+                "snippet": snip or "", "timestamp": r["timestamp"], "tool_name": r["tool_name"],
+                "source": r["source"], "model": r["model"], "session_started": r["session_started"],
+                "session_title": r["session_title"], "context": [], "mode": stage.mode,
+                "score": float(r["score"] or 0.0),
+            })
+        return hits
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._read(lambda c: c.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone())
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._write(lambda c: c.execute("DELETE FROM state_meta WHERE key = ?", (key,)))
+        else:
+            self._write(lambda c: c.execute(
+                "INSERT OR REPLACE INTO state_meta (key, value) VALUES (?, ?)", (key, str(value))))
+
+    def check_integrity(self) -> list[str]:
+        """Problems found by SQLite's and FTS5's own integrity checks (``[]`` when sound)."""
+        problems: list[str] = []
+
+        def check(conn: sqlite3.Connection) -> None:
+            for (line,) in conn.execute("PRAGMA quick_check"):
+                if line != "ok":
+                    problems.append(line)
+            for table in ("messages_fts", "messages_fts_trigram"):
+                try:
+                    conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+                except sqlite3.DatabaseError as exc:
+                    problems.append(f"{table}: {exc}")
+
+        self._write(check)
+        return problems
+
+    def optimize(self) -> None:
+        """Merge the full-text indexes' segments (after a big import searches get faster)."""
+        for table in ("messages_fts", "messages_fts_trigram"):
+            self._write(lambda c, t=table: c.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')"),
+                        timeout=max(self.write_timeout, 120.0))
+
+
+# --------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _filters(
+    *,
+    source_filter: list[str] | None = None,
+    exclude_sources: list[str] | None = None,
+    role_filter: list[str] | None = None,
+    session_id: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> tuple[str, list[Any]]:
+    where, params = [], []
+
+    def as_list(value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return [str(v) for v in value]
+
+    for column, values, negate in (("s.source", as_list(source_filter), False),
+                                   ("s.source", as_list(exclude_sources), True),
+                                   ("m.role", as_list(role_filter), False)):
+        if values:
+            where.append(f"{column} {'NOT ' if negate else ''}IN ({','.join('?' * len(values))})")
+            params += values
+    if session_id:
+        where.append("m.session_id = ?")
+        params.append(str(session_id))
+    if since is not None:
+        where.append("m.timestamp >= ?")
+        params.append(float(since))
+    if until is not None:
+        where.append("m.timestamp <= ?")
+        params.append(float(until))
+    return " AND ".join(where), params
+
+
+def _context(conn: sqlite3.Connection, session_id: str, message_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT * FROM (SELECT id, role, content FROM messages WHERE session_id = ? AND id < ? "
+        "ORDER BY id DESC LIMIT 1) UNION ALL SELECT * FROM (SELECT id, role, content FROM "
+        "messages WHERE session_id = ? AND id > ? ORDER BY id LIMIT 1)",
+        (session_id, message_id, session_id, message_id),
+    ).fetchall()
+    return [{"id": r["id"], "role": r["role"], "content": (r["content"] or "")[:_CONTEXT_CHARS]}
+            for r in rows]
+
+
+def _like_snippet(content: str, terms: list[str], width: int = 120) -> str:
+    """A snippet for scan hits: ``width`` characters starting 40 before the first term
+    found, the term marked like FTS5 snippets."""
+    lower = content.lower()
+    for term in terms:
+        pos = lower.find(term.lower())
+        if pos >= 0:
+            start = max(0, pos - 40)
+            end = min(len(content), start + width)
+            head = "..." if start else ""
+            tail = "..." if end < len(content) else ""
+            stop = pos + len(term)
+            return f"{head}{content[start:pos]}>>>{content[pos:stop]}<<<{content[stop:end]}{tail}"
+    return content[:width] + ("..." if len(content) > width else "")
