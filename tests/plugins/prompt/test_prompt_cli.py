@@ -78,3 +78,21 @@ def test_platform_option(hermes_home: Path, tmp_path: Path):
     code, out = run(hermes_home, "--json", "--platform", "telegram", "--cwd", str(tmp_path))
     layers = {layer["name"]: layer for layer in json.loads(out)["layers"]}
     assert "Telegram" in layers["platform_hint"]["text"]
+
+
+def test_session_option_compares_with_the_stored_prompt(hermes_home: Path, tmp_path: Path):
+    kernel = hermes.Kernel(home=hermes_home, autoload=False, check_selection=False)
+    store = kernel.session_store
+    session_id = store.create_session(source="cli")
+    store.update_system_prompt(session_id, "an old frozen prompt")
+    kernel.close()
+    code, out = run(hermes_home, "--json", "--session", session_id, "--cwd", str(tmp_path))
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["session"] == {"id": session_id, "hash": hermes.prompt_hash("an old frozen prompt"),
+                               "chars": len("an old frozen prompt"), "stored": True}
+    code, out = run(hermes_home, "--brief", "--session", session_id, "--cwd", str(tmp_path))
+    assert f"session {session_id}: sha256 {hermes.prompt_hash('an old frozen prompt')} (differs from" in out
+    result = CliRunner().invoke(cli, ["--home", str(hermes_home), "--no-plugins", "prompt", "show",
+                                      "--session", "no-such-session"])
+    assert result.exit_code != 0 and "no session matches 'no-such-session'" in result.output
