@@ -551,7 +551,8 @@ def _trailing_comment(rest: str) -> str:
             _yaml().safe_load(rest[:i] or "null")
         except _yaml().YAMLError:
             continue
-        return "  " + rest[i:].rstrip()
+        start = len(rest[:i].rstrip(" \t"))  # keep the user's spacing before the `#`
+        return (rest[start:] if start else "  " + rest[i:]).rstrip()
     return ""
 
 
