@@ -312,3 +312,32 @@ class TestHonchoConformance(MemoryProviderConformance):
             p = HonchoProvider(kernel, settings=settings(fake))
             yield p
             p.shutdown()
+
+
+# -- in the real turn loop ---------------------------------------------------------------------
+
+
+def test_two_turns_through_the_agent(kernel_factory: Any, fake_llm: Any) -> None:
+    """The runtime agent syncs turn 1 to Honcho and hands turn 2's model call the user's
+    context, fenced in <memory-context> (the stand-in deriver turns turn 1 into a
+    conclusion)."""
+    from hermes.runtime.agent import Agent
+
+    with FakeHoncho(api_key="hk-test", deriver=True) as fake:
+        config = fake_llm.config(provider="openai")
+        config["memory"] = {"provider": "honcho", "nudge_interval": 0}
+        config["plugins"] = {"honcho": settings(fake)}
+        agent = Agent(kernel_factory(config=config, plugins=[hermes_honcho]))
+        try:
+            agent.run_turn("I keep bees on my roof")
+            assert agent.memory.flush(10)  # the user's think time: background sync lands
+            agent.run_turn("How should I prepare the hives for winter?")
+        finally:
+            agent.close()
+        said = [(m["peer_id"], m["content"]) for m in fake.messages(WS)]
+        assert said[0] == ("ada", "I keep bees on my roof") and len(said) == 4
+        assert {m["session_id"] for m in fake.messages(WS)} == {honcho_id(agent.session_id, "")}
+    last_user = [m for m in fake_llm.requests[-1].messages if m["role"] == "user"][-1]
+    text = last_user["content"] if isinstance(last_user["content"], str) else json.dumps(last_user["content"])
+    fenced = text.split("<memory-context>", 1)[1].split("</memory-context>", 1)[0]
+    assert "I keep bees on my roof" in fenced

@@ -377,3 +377,29 @@ class TestMem0Conformance(MemoryProviderConformance):
         p = Mem0Provider(kernel, settings=local_settings(fake_llm))
         yield p
         p.shutdown()
+
+
+# -- in the real turn loop ---------------------------------------------------------------------
+
+
+def test_two_turns_through_the_agent(kernel_factory: Any, fake_llm: Any) -> None:
+    """The runtime agent syncs turn 1 to mem0 (extraction by the fake model, through
+    mem0's own prompt) and hands turn 2's model call the recalled fact, fenced."""
+    from hermes.runtime.agent import Agent
+
+    fake_llm.handler = extraction_handler  # None for the main model: it echoes
+    config = fake_llm.config(provider="openai")
+    config["memory"] = {"provider": "mem0", "nudge_interval": 0}
+    config["plugins"] = {"mem0": local_settings(fake_llm)}
+    agent = Agent(kernel_factory(config=config, plugins=[hermes_mem0]))
+    try:
+        agent.run_turn("I drink green tea every morning")
+        assert agent.memory.flush(10)  # the user's think time: background sync lands
+        agent.run_turn("What should I have for breakfast?")
+    finally:
+        agent.close()
+    main = [r for r in fake_llm.requests if r.api == "openai" and "Memory Extractor" not in r.system]
+    last_user = [m for m in main[-1].messages if m["role"] == "user"][-1]
+    text = last_user["content"] if isinstance(last_user["content"], str) else json.dumps(last_user["content"])
+    fenced = text.split("<memory-context>", 1)[1].split("</memory-context>", 1)[0]
+    assert "- I drink green tea every morning" in fenced
