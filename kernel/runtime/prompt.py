@@ -166,6 +166,7 @@ class PromptBuilder:
             disabled = kernel.config.get("prompt.disabled_layers") or []
         wanted_off = set(disabled)
         self.failures: dict[str, str] = {}
+        self._warned: set[tuple[str, str]] = set()
         self._slots: list[_Slot] = []
         off: list[str] = []
         for entry in kernel.registries.prompt_layers:
@@ -220,8 +221,11 @@ class PromptBuilder:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             text, messages = "", ()
-            log.warning("prompt layer %s (plugin %s) failed and was skipped: %s",
-                        slot.name, slot.plugin, error, exc_info=exc)
+            # Ephemeral layers render on every call: warn once per layer and error.
+            level = logging.DEBUG if (slot.name, error) in self._warned else logging.WARNING
+            self._warned.add((slot.name, error))
+            log.log(level, "prompt layer %s (plugin %s) failed and was skipped: %s",
+                    slot.name, slot.plugin, error, exc_info=exc)
         return LayerReport(slot.name, int(slot.order), slot.cached, slot.plugin, slot.placement,
                            text, slot.description, messages, error)
 

@@ -242,7 +242,7 @@ def test_recalled_text_is_appended_to_the_last_user_message_only(bare):
     assert builder.apply_ephemeral(TRANSCRIPT[:1], ctx_for(bare)) == TRANSCRIPT[:1]
 
 
-def test_a_raising_ephemeral_layer_never_breaks_the_call(bare):
+def test_a_raising_ephemeral_layer_never_breaks_the_call(bare, caplog):
     class Bad(PromptLayer):
         name, order, cached = "bad", 5, False
 
@@ -250,8 +250,13 @@ def test_a_raising_ephemeral_layer_never_breaks_the_call(bare):
             raise KeyError("nope")
 
     bare.register_plugin(plugin(bad=Bad, rec=lambda k: Text("rec", 20, "R", cached=False, placement="user")))
-    out = PromptBuilder(bare).apply_ephemeral(TRANSCRIPT, ctx_for(bare))
+    builder = PromptBuilder(bare)
+    with caplog.at_level(logging.WARNING, logger="hermes.prompt"):
+        for _ in range(5):
+            out = builder.apply_ephemeral(TRANSCRIPT, ctx_for(bare))
     assert out[0] == TRANSCRIPT[0] and out[3]["content"] == "second\n\nR"
+    # rendered on every call, reported once
+    assert sum("bad" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING) == 1
 
 
 def test_bad_prefill_messages_are_rejected_as_a_layer_error(bare):
