@@ -8,6 +8,7 @@ import json
 import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -158,6 +159,16 @@ def test_the_agent_shim_does_not_outlive_loading(hermes_home: Path) -> None:
         kernel.create("memory-provider", "notes")
     assert sys.modules.get("agent") is before
     assert "agent.memory_provider" not in sys.modules or before is not None
+
+
+def test_a_real_agent_package_is_put_back(hermes_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = ModuleType("agent")
+    monkeypatch.setitem(sys.modules, "agent", real)
+    monkeypatch.delitem(sys.modules, "agent.memory_provider", raising=False)
+    notes_plugin(hermes_home)
+    with boot(hermes_home, "notes") as kernel:
+        assert isinstance(kernel.create("memory-provider", "notes"), hermes.MemoryProvider)
+    assert sys.modules["agent"] is real and "agent.memory_provider" not in sys.modules
 
 
 def test_selected_by_memory_provider_and_run_by_the_memory_manager(hermes_home: Path) -> None:
