@@ -76,7 +76,7 @@ INVISIBLE_CHARS: frozenset[str] = frozenset(
 
 # Unicode "tag" characters (U+E0000–U+E007F) mirror ASCII invisibly ("ASCII smuggling");
 # they are reported like the invisible characters above.
-_TAG_RANGE = range(0xE0000, 0xE0080)
+_INVISIBLE_RE = re.compile("[" + "".join(sorted(INVISIBLE_CHARS)) + "\U000e0000-\U000e007f]")
 
 # Look-alike letters NFKC leaves alone (Cyrillic and Greek); folding them lets "іgnore"
 # with a Cyrillic і match. Only an adversarial text turns into an English injection
@@ -263,13 +263,11 @@ _BY_SCOPE: dict[str, tuple[ThreatPattern, ...]] = {
 }
 
 
-def _is_invisible(ch: str) -> bool:
-    return ch in INVISIBLE_CHARS or ord(ch) in _TAG_RANGE
-
-
 def normalize_for_scan(text: str) -> str:
     """The text the patterns see: NFKC-normalised, look-alike letters folded to Latin
     and format characters (``Cf``: soft hyphens, zero-width marks …) removed."""
+    if text.isascii():  # nothing to fold (the common case, and the fast one)
+        return text
     folded = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
 
@@ -288,8 +286,8 @@ def scan_for_threats(text: str, *, scope: str = "strict", max_chars: int = MAX_S
     found: list[Threat] = []
     head = text[:max_chars]
     seen: set[str] = set()
-    for ch in head:
-        if ch not in seen and _is_invisible(ch):
+    for ch in _INVISIBLE_RE.findall(head) if not head.isascii() else ():
+        if ch not in seen:
             seen.add(ch)
             code = f"U+{ord(ch):04X}"
             name = unicodedata.name(ch, "invisible character").lower()

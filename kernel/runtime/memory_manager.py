@@ -158,7 +158,9 @@ class MemoryManager:
 
     ``MemoryManager(kernel, *, platform="cli", agent_context="primary",
     skip_memory=False)``. With ``skip_memory`` (sub-agents, background reviews that must
-    not write) no provider is built and every method is a harmless no-op.
+    not write) no provider is built and every method is a harmless no-op. ``providers``
+    replaces the configured ones (tests, embedding applications); the built-in provider
+    is then whichever of them is named ``builtin``, if any.
     """
 
     def __init__(
@@ -169,6 +171,7 @@ class MemoryManager:
         agent_context: str = "primary",
         skip_memory: bool = False,
         reserved_names: set[str] | frozenset[str] = frozenset(),
+        providers: list[MemoryProvider] | None = None,
     ):
         self.kernel = kernel
         self.platform = platform
@@ -194,8 +197,13 @@ class MemoryManager:
         cfg = kernel.config
         self.prefetch_timeout = float(cfg.get("memory.prefetch_timeout") or 8.0)
         self.fence_note: str | None = cfg.get("memory.fence_note") or None
-        if not skip_memory:
+        if skip_memory:
+            return
+        if providers is None:
             self._build()
+        else:
+            for provider in providers:
+                self.add_provider(provider)
 
     # -- building ---------------------------------------------------------------------------
 
@@ -251,8 +259,8 @@ class MemoryManager:
 
     def _report_unavailable(self, name: str, reason: str) -> None:
         reported = _REPORTED.setdefault(self.kernel, set())
-        message = (f"memory provider {name!r} (memory.provider) is unavailable: {reason}. "
-                   "Running with the built-in memory only.")
+        message = (f"memory provider {name!r} (memory.provider) is unavailable: "
+                   f"{reason.rstrip('. ')}. Running with the built-in memory only.")
         if message not in self.problems:
             self.problems.append(message)
         if name not in reported:

@@ -7,6 +7,7 @@ committed action with ``metadata["write_origin"] == "cli"``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
@@ -142,11 +143,15 @@ def remove(state: Any, target: str, as_json: bool, old_text: str) -> None:
 def status(state: Any, as_json: bool) -> None:
     """The built-in memory, the selected external provider, and whether it can run."""
     kernel = state.kernel()
-    manager = hermes.MemoryManager(kernel)
+    # The manager logs an unavailable provider; here the report below says it instead.
+    quiet = logging.getLogger("hermes.memory")
+    was_disabled, quiet.disabled = quiet.disabled, True
     try:
+        manager = hermes.MemoryManager(kernel)
         data = manager.status()
-    finally:
         manager.shutdown(timeout=1.0)
+    finally:
+        quiet.disabled = was_disabled
     if as_json:
         echo_json(data)
         return

@@ -424,6 +424,8 @@ class MemoryStore:
         means someone edited the file by other means."""
         if join_entries(pieces) != raw.strip():
             return "its text does not follow the entry format"
+        if any(line.strip() == "§" for piece in pieces for line in piece.splitlines()):
+            return "a § separator line is not written as the tool writes it"
         big = max((len(p) for p in pieces), default=0)
         if big > limit:
             return f"one entry is {big:,} characters, more than the whole {limit:,}-character budget"
