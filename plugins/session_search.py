@@ -327,7 +327,7 @@ def _summarize_all(kernel: Any, query: str, store: Any, jobs: list[tuple], setti
                               thread_name_prefix="session-search")
     futures: list[Future[str | None]] = []
     try:
-        for root, _hits, matched, window in jobs:
+        for root, _hits, _matched, window in jobs:
             meta = store.get_session(root) or {}
             futures.append(pool.submit(_summarize, client, model, query, meta, window, deadline))
         wait(futures, timeout=max(0.0, deadline - time.monotonic()))

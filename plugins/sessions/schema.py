@@ -238,41 +238,6 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
 
-#: The v1 layout, kept so tests can build an old database exactly as v1 wrote it.
-V1_SCHEMA = """
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY, source TEXT NOT NULL DEFAULT 'cli', user_id TEXT, model TEXT,
-    model_config TEXT, system_prompt TEXT,
-    parent_session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
-    started_at REAL NOT NULL, ended_at REAL, end_reason TEXT,
-    message_count INTEGER NOT NULL DEFAULT 0, tool_call_count INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_read_tokens INTEGER NOT NULL DEFAULT 0, cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-    reasoning_tokens INTEGER NOT NULL DEFAULT 0, estimated_cost_usd REAL, title TEXT
-);
-CREATE UNIQUE INDEX idx_sessions_title_unique ON sessions(title) WHERE title IS NOT NULL;
-CREATE TABLE messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    role TEXT NOT NULL, content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
-    timestamp REAL NOT NULL, token_count INTEGER, finish_reason TEXT, reasoning TEXT
-);
-CREATE INDEX idx_messages_session ON messages(session_id, id);
-CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id');
-CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-END;
-CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-END;
-CREATE TRIGGER messages_fts_au AFTER UPDATE ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-END;
-PRAGMA user_version = 1;
-"""
-
-
 def migrate(conn: sqlite3.Connection, version: int) -> int:
     """Run every migration from ``version`` up to :data:`SCHEMA_VERSION` (inside the
     caller's transaction); returns the new version."""

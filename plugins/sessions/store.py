@@ -151,6 +151,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._closed = False
+        self._precheck()
         self._writer = self._open(write=True)
         self._ensure_schema()
 
@@ -172,6 +173,34 @@ class SQLiteSessionStore(hermes.SessionStore):
                 "writable, and that the disk is not full."
             )
         return hermes.StoreError(f"{self.path}: {text}")
+
+    def _precheck(self) -> None:
+        """Refuse a foreign or newer database before anything writes to it (switching to
+        WAL alone rewrites the file header)."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return
+        try:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.read_timeout)
+        except sqlite3.Error as exc:
+            raise self._fail(exc) from exc
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if version == 0 and tables:
+                raise hermes.StoreError(self._foreign_message(conn, tables))
+            if version > schema.SCHEMA_VERSION:
+                raise hermes.StoreError(self._newer_message(version))
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise self._fail(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+        finally:
+            conn.close()
+
+    def _newer_message(self, version: int) -> str:
+        return (f"{self.path} has schema version {version}, newer than this Hermes understands "
+                f"({schema.SCHEMA_VERSION}). Upgrade hermes-kernel, or point HERMES_HOME elsewhere.")
 
     def _open(self, *, write: bool) -> sqlite3.Connection:
         if self.path.exists() and not self.path.is_file():
@@ -281,11 +310,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             elif version == 0:
                 raise hermes.StoreError(self._foreign_message(conn, tables))
             elif version > schema.SCHEMA_VERSION:
-                raise hermes.StoreError(
-                    f"{self.path} has schema version {version}, newer than this Hermes "
-                    f"understands ({schema.SCHEMA_VERSION}). Upgrade hermes-kernel, or point "
-                    "HERMES_HOME elsewhere."
-                )
+                raise hermes.StoreError(self._newer_message(version))
             elif version < schema.SCHEMA_VERSION:
                 schema.migrate(conn, version)
                 log.info("migrated %s from schema v%d to v%d", self.path, version, schema.SCHEMA_VERSION)
