@@ -321,7 +321,12 @@ def plan(query: str | None, *, fallback: bool = True) -> list[Stage]:
     if not fallback:
         return stages
 
-    latin = _dedupe([t for t in positives if not t.cjk and informative(t)])
+    latin = [t for t in positives if not t.cjk and informative(t)]
+    for term in positives:  # Latin words written inside CJK text ("迁移到Postgres")
+        if term.cjk:
+            latin += [Term(w) for w in _WORD_RUN_RE.findall(_CJK_RE.sub(" ", term.text))
+                      if informative(Term(w))]
+    latin = _dedupe(latin)
     single_term = len(parsed.groups) == 1 and len(positives) == 1
     if parsed.cjk:
         grams: list[str] = []
