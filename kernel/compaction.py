@@ -116,27 +116,35 @@ def resolve_model_threshold(
 
 # Patterns for credentials that must never reach a summarizer or a summary. Each keeps a
 # short recognisable head so a reader can tell what was there.
-_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]{10,}"), r"\1[REDACTED]"),
-    (re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{20,}"), r"\1[REDACTED]"),
-    (re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}"), r"\1[REDACTED]"),
-    (re.compile(r"\b(xox[abprs]-)[A-Za-z0-9\-]{10,}"), r"\1[REDACTED]"),
-    (re.compile(r"\b(AKIA)[0-9A-Z]{16}\b"), r"\1[REDACTED]"),
-    (re.compile(r"\b(AIza)[0-9A-Za-z_\-]{35}\b"), r"\1[REDACTED]"),
-    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._\-+/=]{16,}"), r"\1[REDACTED]"),
-    (re.compile(r"(?i)\b((?:api[_-]?key|secret|token|password|passwd)\s*[=:]\s*[\"']?)"
-                r"[^\s\"',;]{6,}"), r"\1[REDACTED]"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+_SECRET_SOURCES: list[tuple[str, str]] = [
+    (r"\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]{10,}", r"\1[REDACTED]"),
+    (r"\b(gh[pousr]_)[A-Za-z0-9]{20,}", r"\1[REDACTED]"),
+    (r"\b(github_pat_)[A-Za-z0-9_]{20,}", r"\1[REDACTED]"),
+    (r"\b(xox[abprs]-)[A-Za-z0-9\-]{10,}", r"\1[REDACTED]"),
+    (r"\b(AKIA)[0-9A-Z]{16}\b", r"\1[REDACTED]"),
+    (r"\b(AIza)[0-9A-Za-z_\-]{35}\b", r"\1[REDACTED]"),
+    (r"(?i:\b(bearer\s+)[A-Za-z0-9._\-+/=]{16,})", r"\1[REDACTED]"),
+    (r"(?i:\b((?:api[_-]?key|secret|token|password|passwd)\s*[=:]\s*[\"']?)[^\s\"',;]{6,})",
+     r"\1[REDACTED]"),
+    (r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
      "[REDACTED PRIVATE KEY]"),
     # Credentials inside URLs: scheme://user:password@host
-    (re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1[REDACTED]@"),
+    (r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+@", r"\1[REDACTED]@"),
 ]
+_SECRET_PATTERNS = [(re.compile(src), repl) for src, repl in _SECRET_SOURCES]
+# Every pattern contains one of these (lower-cased) literals; most text contains none, and
+# substring tests are far cheaper than the regexes.
+_SECRET_HINTS = ("sk-", "gh", "xox", "akia", "aiza", "bearer", "api", "secret", "token",
+                 "passw", "-----begin", "://")
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with API keys, bearer tokens, ``key=value`` secrets, private keys and URL
     credentials replaced by ``[REDACTED]`` (a short head of each is kept)."""
     if not text:
+        return text
+    lowered = text.lower()
+    if not any(hint in lowered for hint in _SECRET_HINTS):
         return text
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)

@@ -46,7 +46,7 @@ from .summary import (
     serialize,
     summary_budget,
 )
-from .transcript import Message, message_tokens, tokens_of_text
+from .transcript import Message, message_tokens, messages_tokens, tokens_of_text
 
 log = logging.getLogger("hermes.compressor")
 
@@ -276,7 +276,7 @@ class Compressor(hermes.ContextEngine):
         is the last real count plus the rough growth of the messages since (rough figures
         skew by tokenizer); before any real usage it is the CJK-aware rough estimate.
         Right after a compaction it waits for real usage instead of compacting again."""
-        rough = hermes.estimate_messages_tokens(messages)
+        rough = messages_tokens(messages)
         self._last_preflight_rough = rough
         if self._awaiting_usage:
             return False
@@ -313,7 +313,7 @@ class Compressor(hermes.ContextEngine):
         Returns an equal copy of the input when nothing was compacted (then
         ``last_compression["aborted"]`` says why)."""
         started = time.perf_counter()
-        rough_before = hermes.estimate_messages_tokens(messages)
+        rough_before = messages_tokens(messages)
         if current_tokens and current_tokens > 0:
             tokens_before = int(current_tokens)
         elif self.last_prompt_tokens > 0:
@@ -376,8 +376,10 @@ class Compressor(hermes.ContextEngine):
         # Phase 4: assembly.
         pinned = [work[p.pinned]] if p.pinned is not None else []
         out = assemble(work[: p.head_end], pinned, body, work[p.cut:])
-        rough_after = hermes.estimate_messages_tokens(out)
-        if rough_after >= rough_before:
+        rough_after = messages_tokens(out)
+        if rough_after >= rough_before and not force:
+            # An automatic pass that frees nothing would only repeat (#40803); a forced one
+            # (overflow, /compress) was demanded and is kept.
             self._strikes += 1
             return unchanged("compaction would not make the transcript smaller")
 

@@ -83,10 +83,15 @@ def summary_budget(content_tokens: int, context_length: int) -> int:
     return max(MIN_SUMMARY_TOKENS, min(int(content_tokens * SUMMARY_RATIO), ceiling))
 
 
-def _cut_body(text: str) -> str:
+def _redacted_cut(text: str) -> str:
+    """A body with secrets redacted, cut to head and tail when long. Only the kept windows
+    are redacted (bodies can be megabytes), each with a margin so that a secret straddling
+    the cut is still recognised whole."""
     if len(text) <= CONTENT_MAX:
-        return text
-    return text[:CONTENT_HEAD] + "\n...[truncated]...\n" + text[-CONTENT_TAIL:]
+        return hermes.redact_secrets(text)
+    head = hermes.redact_secrets(text[: CONTENT_HEAD + 300])[:CONTENT_HEAD]
+    tail = hermes.redact_secrets(text[-(CONTENT_TAIL + 300):])[-CONTENT_TAIL:]
+    return head + "\n...[truncated]...\n" + tail
 
 
 def strip_thinking(text: str) -> str:
@@ -101,7 +106,7 @@ def _block(msg: Message, index: dict[str, tuple[str, Any]]) -> str:
     text = text_of(msg.get("content"))
     if role == "assistant" and text:
         text = strip_thinking(text)
-    text = _cut_body(hermes.redact_secrets(text))
+    text = _redacted_cut(text)
     if role == "tool":
         cid = str(msg.get("tool_call_id") or "")
         name = index.get(cid, (str(msg.get("name") or ""), None))[0] or msg.get("name") or "tool"
@@ -230,11 +235,11 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
     the user's asks (each once), the tools called, files touched, errors seen, the last
     turns, and the previous summary. Deterministic: the same turns give the same text."""
     index = index if index is not None else call_index(turns)
-    asks: list[str] = []
+    asks: dict[str, None] = {}  # ordered; a repeated ask moves to its newest place
     tools: Counter[str] = Counter()
     files: list[str] = []
     errors: list[str] = []
-    results: list[str] = []
+    outputs: list[tuple[str, Any, str]] = []
 
     def add_file(path: Any) -> None:
         if isinstance(path, str) and path.strip() and len(path) < 300 and path not in files:
@@ -242,12 +247,12 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
 
     for msg in turns:
         role = msg.get("role")
-        text = hermes.redact_secrets(text_of(msg.get("content")))
-        if role == "user" and text.strip():
-            ask = _clip(text, FALLBACK_ASK_CHARS)
-            if ask in asks:
-                asks.remove(ask)
-            asks.append(ask)
+        raw = text_of(msg.get("content"))
+        if role == "user" and raw.strip():
+            # redact only what is kept (bodies can be huge), with a margin for cut secrets
+            ask = _clip(hermes.redact_secrets(raw[: FALLBACK_ASK_CHARS * 2]), FALLBACK_ASK_CHARS)
+            asks.pop(ask, None)
+            asks[ask] = None
         elif role == "assistant":
             for call in msg.get("tool_calls") or ():
                 if not isinstance(call, dict):
@@ -260,21 +265,23 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
         elif role == "tool":
             cid = str(msg.get("tool_call_id") or "")
             name, args = index.get(cid, (str(msg.get("name") or "tool"), None))
-            line = text if is_placeholder(text) else tool_one_liner(name, args, text)
-            results.append(line.replace(" (output cleared to save context)", ""))
-            if _ERROR_RE.search(text[:1500]) and not is_placeholder(text):
-                first = next((ln for ln in text.splitlines() if _ERROR_RE.search(ln)), text)
-                errors.append(f"[{name or 'tool'}] {_clip(first, 200)}")
-        for match in _PATH_RE.findall(text[:20_000]):
-            if len(files) < 40:
+            outputs.append((name, args, raw))
+            head = raw[:1500]
+            if not is_placeholder(raw) and _ERROR_RE.search(head):
+                first = next((ln for ln in head.splitlines() if _ERROR_RE.search(ln)), head)
+                errors.append(f"[{name or 'tool'}] {_clip(hermes.redact_secrets(first[:400]), 200)}")
+        if len(files) < 40:
+            for match in _PATH_RE.findall(raw[:4_000]):
                 add_file(match)
+    results = [(text if is_placeholder(text) else tool_one_liner(name, args, text))
+               .replace(" (output cleared to save context)", "") for name, args, text in outputs[-12:]]
 
     last = []
     for msg in turns[-8:]:
         role = str(msg.get("role") or "")
         if role == "user":
             continue  # the asks are listed once, above (#49307: never twice)
-        text = hermes.redact_secrets(text_of(msg.get("content")))
+        text = hermes.redact_secrets(text_of(msg.get("content"))[: FALLBACK_TURN_CHARS * 2])
         if role == "assistant" and msg.get("tool_calls"):
             names = ", ".join(call_name_args(c)[0] or "tool" for c in msg["tool_calls"] if isinstance(c, dict))
             text = (text + " " if text.strip() else "") + f"(called {names})"
@@ -284,7 +291,7 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
     unknown = "Unknown (deterministic fallback summary)."
     lines = ["## Goal"]
     kept, used = [], 0
-    for ask in reversed(asks):  # the newest asks matter most; keep them within a budget
+    for ask in reversed(list(asks)):  # the newest asks matter most; keep them within a budget
         if kept and used + len(ask) > FALLBACK_ASKS_CHARS:
             break
         kept.insert(0, ask)
@@ -318,7 +325,7 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
         body += "\n\nLast compacted turns:\n" + "\n".join(kept_turns)
     if len(body) > FALLBACK_MAX_CHARS:
         body = body[: FALLBACK_MAX_CHARS - 20].rstrip() + "\n...[truncated]"
-    return body
+    return hermes.redact_secrets(body)  # defence in depth: paths and tool names too
 
 
 def _clip_block(text: str, limit: int) -> str:
