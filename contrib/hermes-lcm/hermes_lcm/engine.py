@@ -78,6 +78,9 @@ class LCMEngine(ContextEngine):
         self._session_id: str | None = None
         self._conversation_id: int | None = None
         self._noop_size: int | None = None
+        # (conversation, copies of the originals last seen, their seqs): the fast path of
+        # ingest, so that each turn costs one comparison per live message, not a hash.
+        self._seen: tuple[int, list[Message], list[int]] | None = None
         self.last_compression: dict[str, Any] = {}
 
     # -- identity and storage ----------------------------------------------------------------
@@ -154,20 +157,31 @@ class LCMEngine(ContextEngine):
 
         The host hands back the transcript it holds: a stretch the store already has
         (the tail kept by the last compaction, or everything so far) followed by new
-        messages. The longest suffix of the stored conversation that is a prefix of the
-        incoming originals is recognised by fingerprint; everything after it is appended.
+        messages. Usually the originals seen last time are exactly its beginning (checked
+        by equality against copies kept in memory, while the store has not moved on);
+        otherwise — a resumed session, a host that dropped a compaction — the longest
+        suffix of the stored conversation that is a prefix of the incoming originals is
+        found by fingerprint. Everything after it is appended.
         """
         with self._lock:
             originals, named = self._originals(messages)
             conv = self._conversation(named)
             if not originals:
                 return conv, [], []
-            fps = [fingerprint(m) for m in originals]
-            recent = self.store.recent(conv, len(originals))
-            overlap = _overlap([fp for _, fp in recent], fps)
-            seqs = [seq for seq, _ in recent[len(recent) - overlap:]]
-            if overlap < len(originals):
-                seqs += self.store.append(conv, originals[overlap:], self._session_id)
+            seen = self._seen
+            if (seen is not None and seen[0] == conv and seen[2] and len(seen[1]) <= len(originals)
+                    and self.store.last_seq(conv) == seen[2][-1] and originals[: len(seen[1])] == seen[1]):
+                known, seqs = list(seen[1]), list(seen[2])
+            else:
+                recent = self.store.recent(conv, len(originals))
+                overlap = _overlap([fp for _, fp in recent], [fingerprint(m) for m in originals])
+                known = [dict(m) for m in originals[:overlap]]
+                seqs = [seq for seq, _ in recent[len(recent) - overlap:]]
+            new = originals[len(known):]
+            if new:
+                seqs += self.store.append(conv, new, self._session_id)
+                known += [dict(m) for m in new]
+            self._seen = (conv, known, seqs)
             return conv, originals, seqs
 
     # -- the ContextEngine contract ------------------------------------------------------------
@@ -244,6 +258,8 @@ class LCMEngine(ContextEngine):
             roots = self.store.roots(conv)
             tail = originals[cut:]
             out = head + _with_summary(roots, tail, self._summary_budget())
+            if self._seen is not None and len(self._seen[1]) == len(originals):
+                self._seen = (conv, self._seen[1][cut:], self._seen[2][cut:])
 
             self._noop_size = None
             self.compression_count += 1
@@ -316,6 +332,7 @@ class LCMEngine(ContextEngine):
             self._session_id = None
             self._conversation_id = None
             self._noop_size = None
+            self._seen = None
 
     def on_turn_complete(self, messages: list[Message], usage: dict | None = None, **kw: Any) -> None:
         """Store the turn's messages now, so ``lcm_grep`` sees them before any compaction."""
@@ -416,9 +433,13 @@ def _choose_cut(originals: list[Message], seqs: list[int], *, covered: int, fres
     assistant = [i for i in within if originals[i].get("role") == "assistant"]
     cut = assistant[-1] if assistant else within[-1]
     if tail_budget is not None:
-        later = [i for i in valid if i > cut]
-        while later and estimate_messages_tokens(originals[cut:]) > tail_budget:
-            cut = later.pop(0)
+        sizes = [estimate_messages_tokens([m]) for m in originals[cut:]]
+        base, tail_tokens = cut, sum(sizes)
+        for later in (i for i in valid if i > cut):
+            if tail_tokens <= tail_budget:
+                break
+            tail_tokens -= sum(sizes[cut - base: later - base])
+            cut = later
     return cut
 
 

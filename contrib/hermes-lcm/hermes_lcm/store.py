@@ -254,6 +254,11 @@ class LCMStore:
                 seq += 1
         return seqs
 
+    def last_seq(self, conversation_id: int) -> int:
+        """The ``seq`` of the conversation's newest message (``-1`` when it has none)."""
+        return self._query("SELECT COALESCE(MAX(seq), -1) FROM messages WHERE conversation_id = ?",
+                           (conversation_id,))[0][0]
+
     def recent(self, conversation_id: int, n: int) -> list[tuple[int, str]]:
         """``(seq, fingerprint)`` of the conversation's ``n`` newest messages, oldest first."""
         rows = self._query(

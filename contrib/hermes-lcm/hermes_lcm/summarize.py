@@ -67,11 +67,13 @@ class Summarizer:
     def leaf(self, span: Sequence[StoredMessage]) -> tuple[str, str]:
         """``(summary, summarizer)`` for a span of messages; ``summarizer`` is
         ``llm:<model>`` or ``fallback``."""
-        body = "\n\n".join(_quote(m) for m in span)
-        prompt = (
-            f"Messages {span[0].seq + 1}-{span[-1].seq + 1} of the conversation "
-            f"({iso(span[0].created_at)} to {iso(span[-1].created_at)}):\n\n{body}"
-        )
+        def prompt() -> str:
+            body = "\n\n".join(_quote(m) for m in span)
+            return (
+                f"Messages {span[0].seq + 1}-{span[-1].seq + 1} of the conversation "
+                f"({iso(span[0].created_at)} to {iso(span[-1].created_at)}):\n\n{body}"
+            )
+
         text = self._ask(_LEAF_INSTRUCTIONS, prompt)
         if text is not None:
             return text, self._label()
@@ -80,11 +82,13 @@ class Summarizer:
 
     def condense(self, children: Sequence[Node]) -> tuple[str, str]:
         """``(summary, summarizer)`` for consecutive nodes."""
-        body = "\n\n".join(
-            f"[summary n{c.id}: messages {c.first_seq + 1}-{c.last_seq + 1}, "
-            f"{iso(c.earliest_at)} to {iso(c.latest_at)}]\n{c.content}" for c in children
-        )
-        text = self._ask(_CONDENSE_INSTRUCTIONS, body)
+        def prompt() -> str:
+            return "\n\n".join(
+                f"[summary n{c.id}: messages {c.first_seq + 1}-{c.last_seq + 1}, "
+                f"{iso(c.earliest_at)} to {iso(c.latest_at)}]\n{c.content}" for c in children
+            )
+
+        text = self._ask(_CONDENSE_INSTRUCTIONS, prompt)
         if text is not None:
             return text, self._label()
         self.fallbacks += 1
@@ -107,13 +111,16 @@ class Summarizer:
                 self.failures.append("no summarizer configured (deterministic summaries)")
         return self._pair
 
-    def _ask(self, instructions: str, prompt: str) -> str | None:
+    def _ask(self, instructions: str, build_prompt: Callable[[], str]) -> str | None:
+        """The model's summary, or ``None`` (no model, or it failed). The prompt is built
+        only when a model will read it."""
         if self.failures:
             return None
         pair = self._client()
         if pair is None:
             return None
         client, model = pair
+        prompt = build_prompt()
         focus = f" Give most room to anything about: {self.focus_topic}." if self.focus_topic else ""
         system = instructions.format(budget=self.max_tokens, focus=focus)
         memory = sanitize_memory_context(self.memory_context)
@@ -152,7 +159,8 @@ def _quote(m: StoredMessage) -> str:
 
 
 def _clip(text: str, chars: int) -> str:
-    text = " ".join(redact_secrets(text).split())
+    # Cut before redacting (cheap on huge tool output), cut again after (exact length).
+    text = " ".join(redact_secrets(text[: chars * 2]).split())
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
@@ -172,11 +180,18 @@ def leaf_fallback(span: Sequence[StoredMessage], budget_tokens: int) -> str:
     )
     if tools:
         head += " Tools used: " + ", ".join(f"{n}×{c}" if c > 1 else n for n, c in tools.items()) + "."
+    spoken = [m for m in span if m.role in ("user", "assistant") and m.text.strip()]
     lines = [head]
-    for m in span:
-        if m.role in ("user", "assistant") and m.text.strip():
-            lines.append(f"- {m.role}: {_clip(m.text, 160)}")
-    return _fit(lines, budget_tokens)
+    used = estimate_tokens(head)
+    for i, m in enumerate(spoken):
+        line = f"- {m.role}: {_clip(m.text, 160)}"
+        cost = estimate_tokens(line) + 1
+        if used + cost > budget_tokens:
+            lines.append(f"- … {len(spoken) - i} more; lcm_expand shows them all.")
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines)
 
 
 def condensed_fallback(children: Sequence[Node], budget_tokens: int) -> str:
