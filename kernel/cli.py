@@ -12,9 +12,7 @@ Plugins add commands with ``@hermes.hookimpl def hermes_register_commands(cli)``
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -166,6 +164,8 @@ def pass_state(f: Any) -> Any:
 
 def echo_json(data: Any) -> None:
     """Print ``data`` as indented JSON (the ``--json`` output of every command)."""
+    import json
+
     click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
@@ -279,6 +279,8 @@ def _pip(args: list[str]) -> int:
         raise HermesError(f"pip is not installed in Hermes' environment ({sys.executable}). "
                           f"Run `{sys.executable} -m ensurepip` and try again.")
     click.echo("$ " + " ".join(cmd), err=True)
+    import subprocess  # only here: `hermes --version` and `--help` never need it
+
     return subprocess.call(cmd)
 
 
