@@ -277,3 +277,50 @@ def test_summary_block_round_trip():
     shape = classify({"role": "user", "content": summary_block("B")})
     assert (shape.kind, shape.body) == ("standalone", "B")
     assert classify({"role": "user", "content": "hello"}) is None
+
+
+# -- upstream edge cases (reference §9.1) ---------------------------------------------------------
+
+def test_ten_large_tool_pairs_are_not_all_protected():
+    msgs = [SYS, {"role": "user", "content": "read them all"}]
+    for i in range(10):
+        msgs += group(f"big{i}", "x" * 20_000)
+    p = layout(msgs, budget=8_000, protect_last_n=20, first=False)
+    tail = len(p.work) - p.cut
+    assert 3 <= tail < 20
+
+
+def test_a_tiny_budget_still_protects_three_and_admits_an_oversized_message():
+    msgs = make_conversation(10, seed=9)
+    p = layout(msgs, budget=1, first=False)
+    assert len(p.work) - p.cut >= 3
+    huge = [SYS, *make_conversation(6, seed=9, system=None), {"role": "user", "content": "y" * 40_000}]
+    p = layout(huge, budget=1_000, first=False)
+    assert p.work[p.cut:][-1]["content"] == "y" * 40_000  # the newest message is always kept
+
+
+def test_none_contents_do_not_crash(engine_factory):
+    engine = engine_factory(window=8_000)
+    msgs = [{"role": "system", "content": None}]
+    for i in range(30):
+        msgs += [{"role": "user", "content": f"q{i} " + "w " * 200},
+                 {"role": "assistant", "content": None, "tool_calls": [call(f"n{i}")]},
+                 {"role": "tool", "tool_call_id": f"n{i}", "content": None},
+                 {"role": "assistant", "content": "a " * 200}]
+    out = engine.compress(msgs, force=True)
+    assert engine.last_compression["committed"]
+    assert not transcript_problems(out)
+    assert COMPACTION_NOTE in out[0]["content"]
+
+
+def test_summarizer_answer_shapes():
+    from hermes.plugins.compressor.summary import EmptySummaryError, clean_summary
+
+    assert clean_summary([{"type": "text", "text": "## Goal\nx"}]) == "## Goal\nx"
+    assert clean_summary(hermes.SUMMARY_PREFIX + "\n\n## Goal\ny\n\n" + hermes.SUMMARY_END_MARKER) == "## Goal\ny"
+    for empty in (None, "", "   ", "<think>only thoughts</think>  "):
+        if empty and "think" in empty:
+            assert clean_summary(empty)  # stripping would empty it: the original is kept
+            continue
+        with pytest.raises(EmptySummaryError):
+            clean_summary(empty)
