@@ -14,7 +14,9 @@ The runtime builds one :class:`MemoryManager` per agent. It
   ``queue_prefetch`` and the other write-side hooks on one background worker, drained
   (with a bound) by :meth:`shutdown`;
 * mirrors only *committed* ``memory`` tool writes to the external provider
-  (``on_memory_write``) and emits ``hermes_memory_write`` for each.
+  (``on_memory_write``) and emits ``hermes_memory_write`` for each;
+* redacts secrets (API keys, tokens, passwords) from everything it hands a provider
+  about the conversation, since external providers usually store it off the machine.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..compaction import redact_secrets
 from ..contracts import MemoryProvider, MemoryWriteEvent, Message
 from .fencing import fence
 
@@ -135,6 +138,17 @@ def _call_filtered(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call ``fn`` with only the keyword arguments its signature accepts, so providers
     written for an older contract keep working."""
     return fn(*args, **{k: v for k, v in kwargs.items() if _accepts(fn, k)})
+
+
+def _redact_messages(messages: list[Message]) -> list[Message]:
+    """Copies of ``messages`` with secrets redacted from their text content."""
+    out = []
+    for message in messages:
+        copy = dict(message)
+        if isinstance(copy.get("content"), str):
+            copy["content"] = redact_secrets(copy["content"])
+        out.append(copy)
+    return out
 
 
 def _normalize_schema(schema: Any) -> dict[str, Any] | None:
@@ -361,7 +375,7 @@ class MemoryManager:
 
     def on_pre_compress(self, messages: list[Message]) -> str:
         """Text the providers want the summarizer to keep, joined by blank lines."""
-        parts = self._each("on_pre_compress", list(messages))
+        parts = self._each("on_pre_compress", _redact_messages(messages))
         return "\n\n".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
 
     def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False) -> None:
@@ -379,11 +393,12 @@ class MemoryManager:
 
     def on_session_end(self, messages: list[Message]) -> None:
         """The session ended at a real boundary (queued behind pending syncs)."""
-        self._in_background("on_session_end", list(messages))
+        self._in_background("on_session_end", _redact_messages(messages))
 
     def on_delegation(self, task: str, result: str, *, child_session_id: str = "") -> None:
         """A sub-agent finished (queued on the worker)."""
-        self._in_background("on_delegation", task, result, child_session_id=child_session_id)
+        self._in_background("on_delegation", redact_secrets(task), redact_secrets(result),
+                            child_session_id=child_session_id)
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait for queued provider calls; ``False`` if they did not finish in time."""
@@ -451,6 +466,7 @@ class MemoryManager:
             return ""
         box: dict[str, Any] = {}
         sid = session_id or self.session_id
+        query = redact_secrets(query)
 
         def run() -> None:
             box["result"] = self._guard(
@@ -482,11 +498,12 @@ class MemoryManager:
 
     def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
         """Ask providers to warm recall for the next turn (on the worker)."""
-        self._in_background("queue_prefetch", query, session_id=session_id or self.session_id)
+        self._in_background("queue_prefetch", redact_secrets(query), session_id=session_id or self.session_id)
 
     def sync_turn(self, user: str, assistant: str, *, session_id: str = "") -> None:
         """Hand a completed exchange to the providers (on the worker; never blocks)."""
-        self._in_background("sync_turn", user, assistant, session_id=session_id or self.session_id)
+        self._in_background("sync_turn", redact_secrets(user), redact_secrets(assistant),
+                            session_id=session_id or self.session_id)
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -560,6 +577,10 @@ class MemoryManager:
         }
         event = MemoryWriteEvent(action=change.action, target=change.target, content=change.content or "",
                                  old_text=getattr(change, "old_text", None), metadata=metadata)
+        mirrored = MemoryWriteEvent(action=event.action, target=event.target,
+                                    content=redact_secrets(event.content), old_text=event.old_text,
+                                    metadata={k: redact_secrets(v) if isinstance(v, str) else v
+                                              for k, v in metadata.items()})
         try:
             self.kernel.emit("hermes_memory_write", session=session, event=event)
         except Exception as exc:  # observers are isolated by the kernel; this is a backstop
@@ -567,7 +588,7 @@ class MemoryManager:
         external = self.external
         if external is not None:
             self._worker.submit(lambda: self._guard(
-                external, "on_memory_write", lambda: self._mirror(external, event), None))
+                external, "on_memory_write", lambda: self._mirror(external, mirrored), None))
 
     @staticmethod
     def _mirror(provider: MemoryProvider, event: MemoryWriteEvent) -> None:

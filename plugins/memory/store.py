@@ -281,7 +281,8 @@ class MemoryStore:
             try:
                 ops.append(self._normalise(op))
             except _OpError as exc:
-                return self._fail(self._where(i, op, batch) + str(exc), target, **exc.extra)
+                msg = self._where(i, op, batch) + str(exc) + self._none_applied(batch)
+                return self._fail(msg, target, **exc.extra)
         for i, op in enumerate(ops, 1):
             if op["action"] in ("add", "replace"):
                 threats = hermes.scan_for_threats(op["content"], scope="strict")

@@ -513,3 +513,18 @@ def test_status(make: Any, tmp_path: Path) -> None:
                                   "tools": ["rec_search"]}
     assert status["builtin"]["memory"]["entries"] == 1
     assert status["builtin"]["memory"]["usage"] == "0% — 3/2,200 chars"
+
+
+def test_secrets_are_redacted_before_reaching_a_provider(make: Any) -> None:
+    rec = Recorder()
+    manager = make(rec)
+    key = "sk-ant-api03-" + "k" * 40
+    manager.sync_turn(f"my key is {key}", "ok, stored")
+    manager.queue_prefetch(f"use {key}")
+    manager.prefetch(f"what about {key}?")
+    manager.on_session_end([{"role": "user", "content": f"password: hunter2 and {key}"}])
+    manager.on_delegation(f"deploy with {key}", "done")
+    assert manager.flush(5)
+    seen = json.dumps([c[1] for c in rec.calls])
+    assert key not in seen and "hunter2" not in seen
+    assert "[REDACTED]" in seen

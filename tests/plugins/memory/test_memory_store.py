@@ -404,3 +404,18 @@ def test_lock_file_is_private(store: MemoryStore) -> None:
     add(store, "x")
     lock = Path(f"{store.path('memory')}.lock")
     assert lock.exists() and (lock.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_malformed_batch_operation_applies_nothing(store: MemoryStore) -> None:
+    data = store.apply("memory", [{"action": "add", "content": "fine"}, {"action": "replace", "content": "x"}],
+                       batch=True).data
+    assert data["error"].startswith("Operation 2 (replace):") and "No operations were applied" in data["error"]
+    assert store.entries("memory") == []
+
+
+def test_operations_act_on_the_working_copy_in_order(store: MemoryStore) -> None:
+    outcome = store.apply("memory", [{"action": "add", "content": "draft note"},
+                                     {"action": "replace", "old_text": "draft", "content": "final note"}],
+                          batch=True)
+    assert outcome.ok and store.entries("memory") == ["final note"]
+    assert [c.action for c in outcome.committed] == ["add", "replace"]
