@@ -392,27 +392,46 @@ class LCMStore:
     # -- search ---------------------------------------------------------------------------
 
     def grep(self, regex: re.Pattern[str], *, conversation_id: int | None, messages: bool, summaries: bool,
-             limit: int, offset: int = 0) -> tuple[list[StoredMessage], list[Node], bool]:
+             limit: int, offset: int = 0, literal: str | None = None,
+             case_sensitive: bool = False) -> tuple[list[StoredMessage], list[Node], bool]:
         """Messages and nodes whose text matches ``regex``, oldest first: at most
-        ``limit`` of each, after skipping ``offset``; the flag says whether more exist."""
+        ``limit`` of each, after skipping ``offset``; the flag says whether more exist.
+
+        ``literal`` (a plain substring search) lets SQLite discard most rows before the
+        Python regex sees them: ``instr`` when case matters, ``LIKE`` (which folds ASCII
+        case) for an ASCII pattern otherwise."""
         match: Callable[[str | None], bool] = lambda text: text is not None and regex.search(text) is not None  # noqa: E731
         where, params = ("conversation_id = ? AND ", [conversation_id]) if conversation_id is not None else ("", [])
+
+        def prefilter(column: str) -> tuple[str, list[Any]]:
+            if literal is None:
+                return "", []
+            if case_sensitive:
+                return f"instr({column}, ?) > 0 AND ", [literal]
+            if literal.isascii():
+                escaped = literal.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                return f"{column} LIKE ? ESCAPE '\\' AND ", [f"%{escaped}%"]
+            return "", []
+
         found_msgs: list[StoredMessage] = []
         found_nodes: list[Node] = []
         more = False
         with self._lock:
             self._conn.create_function("lcm_match", 1, match, deterministic=True)
             if messages:
+                pre, pre_params = prefilter("text")
                 rows = self._conn.execute(
-                    f"SELECT {_MESSAGE_COLS} FROM messages WHERE {where}lcm_match(text) "
-                    "ORDER BY conversation_id, seq LIMIT ? OFFSET ?", (*params, limit + 1, offset),
+                    f"SELECT {_MESSAGE_COLS} FROM messages WHERE {where}{pre}lcm_match(text) "
+                    "ORDER BY conversation_id, seq LIMIT ? OFFSET ?", (*params, *pre_params, limit + 1, offset),
                 ).fetchall()
                 more |= len(rows) > limit
                 found_msgs = [StoredMessage(*r) for r in rows[:limit]]
             if summaries:
+                pre, pre_params = prefilter("content")
                 rows = self._conn.execute(
-                    f"SELECT {_NODE_COLS} FROM nodes WHERE {where}lcm_match(content) "
-                    "ORDER BY conversation_id, first_seq, depth LIMIT ? OFFSET ?", (*params, limit + 1, offset),
+                    f"SELECT {_NODE_COLS} FROM nodes WHERE {where}{pre}lcm_match(content) "
+                    "ORDER BY conversation_id, first_seq, depth LIMIT ? OFFSET ?",
+                    (*params, *pre_params, limit + 1, offset),
                 ).fetchall()
                 more |= len(rows) > limit
                 found_nodes = [Node(*r) for r in rows[:limit]]

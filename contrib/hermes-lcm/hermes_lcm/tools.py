@@ -158,7 +158,8 @@ def grep(store: LCMStore, conversation_id: int | None, args: dict[str, Any], set
     msgs, nodes, more = store.grep(
         regex, conversation_id=None if everywhere else conversation_id,
         messages=scope in ("all", "messages"), summaries=scope in ("all", "summaries"),
-        limit=limit, offset=offset,
+        limit=limit, offset=offset, literal=None if use_regex else pattern,
+        case_sensitive=_bool_arg(args, "case_sensitive"),
     )
     out_msgs = []
     for m in msgs:

@@ -174,3 +174,25 @@ def test_grep_across_conversations(make_engine, deterministic):
                                                                  "all_conversations": True}))
     [hit] = everywhere["messages"]
     assert hit["conversation"] != engine.conversation_id
+
+
+@pytest.mark.parametrize(("pattern", "case_sensitive", "expected"), [
+    ("50%_off", False, ["Sale: 50%_OFF today"]),
+    ("50%_off", True, []),
+    ("%", False, ["Sale: 50%_OFF today"]),
+    ("a_b", False, ["path a_b\\c"]),
+    ("b\\c", False, ["path a_b\\c"]),
+    ("a_bx", False, []),  # LIKE's "_" wildcard must not leak into substring mode
+    ("STRASSE", False, []),
+    ("ärger", False, ["Ärger über die Straße"]),
+    ("Ärger", True, ["Ärger über die Straße"]),
+    ("ärger", True, []),
+])
+def test_substring_search_is_literal(make_engine, deterministic, pattern, case_sensitive, expected):
+    engine = make_engine(deterministic)
+    texts = ["Sale: 50%_OFF today", "path a_b\\c", "path axbxc", "Ärger über die Straße"]
+    engine.on_turn_complete([m for t in texts for m in ({"role": "user", "content": t},
+                                                       {"role": "assistant", "content": "ok"})])
+    result = json.loads(engine.handle_tool_call(
+        "lcm_grep", {"pattern": pattern, "case_sensitive": case_sensitive}))
+    assert [h["snippet"] for h in result["messages"]] == expected
