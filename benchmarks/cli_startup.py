@@ -54,7 +54,7 @@ def main() -> None:
             env.pop(var, None)
         cmds = commands(sys.executable, hermes)
         times: dict[str, list[float]] = {name: [] for name in cmds}
-        for name, cmd in cmds.items():  # warm the file cache and the .pyc files once
+        for cmd in cmds.values():  # warm the file cache and the .pyc files once
             subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         for _ in range(runs):
             for name, cmd in cmds.items():

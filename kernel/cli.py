@@ -206,7 +206,11 @@ def plugins() -> None:
 @click.option("--hook", metavar="NAME", help="Only plugins implementing this hook.")
 @pass_state
 def plugins_list(state: CLIState, as_json: bool, show_all: bool, hook: str | None) -> None:
-    """List installed plugins: source, status, hooks and what each registered."""
+    """List plugins and what each registered.
+
+    Shows name, distribution and version, source (default, entrypoint, local,
+    registered), status (active, blocked, failed), hooks and registrations. Works with
+    broken plugins and in safe mode."""
     kernel = state.kernel()
     records = [r for r in kernel.plugins if show_all or r.source != "default"]
     if hook:
@@ -244,7 +248,9 @@ def _find_record(kernel: Any, name: str) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_state
 def plugins_info(state: CLIState, name: str, as_json: bool) -> None:
-    """Show one plugin in detail, with the traceback of its failure if any."""
+    """Show one plugin, with its failure's traceback.
+
+    NAME is a plugin name or a distribution name."""
     record = _find_record(state.kernel(), name)
     data = record.as_dict()
     data["path"] = record.path
@@ -289,7 +295,10 @@ def _pip(args: list[str]) -> int:
 @click.option("-e", "--editable", is_flag=True, help="Install a local path in editable mode.")
 @click.option("-U", "--upgrade", is_flag=True, help="Upgrade if already installed.")
 def plugins_install(specs: tuple[str, ...], editable: bool, upgrade: bool) -> None:
-    """Install plugin distributions (a path, a wheel or a requirement) with pip."""
+    """Install plugins with pip (path, wheel, requirement).
+
+    Runs pip for the interpreter running Hermes and shows its progress; reports the
+    plugins (entry points of group `hermes.plugins`) that appeared."""
     from importlib_metadata import entry_points
 
     before = {ep.name for ep in entry_points(group="hermes.plugins")}
@@ -312,7 +321,7 @@ def plugins_install(specs: tuple[str, ...], editable: bool, upgrade: bool) -> No
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_state
 def plugins_uninstall(state: CLIState, names: tuple[str, ...], yes: bool) -> None:
-    """Uninstall plugin distributions by plugin or distribution name.
+    """Uninstall plugins by plugin or distribution name.
 
     Works with broken plugins and in safe mode; with a broken config.yaml the names are
     taken as distribution names."""
@@ -352,7 +361,7 @@ def _canonical(name: str) -> str:
 @click.argument("name")
 @pass_state
 def plugins_enable(state: CLIState, name: str) -> None:
-    """Remove NAME from `plugins.disabled` in config.yaml."""
+    """Remove NAME from plugins.disabled in config.yaml."""
     from .config import CONFIG_FILE, update_config
 
     kernel = state.kernel()
@@ -369,7 +378,7 @@ def plugins_enable(state: CLIState, name: str) -> None:
 @click.argument("name")
 @pass_state
 def plugins_disable(state: CLIState, name: str) -> None:
-    """Add NAME to `plugins.disabled` in config.yaml (defaults included)."""
+    """Add NAME to plugins.disabled (defaults too)."""
     from .config import CONFIG_FILE, update_config
 
     kernel = state.kernel()
@@ -388,7 +397,10 @@ def plugins_disable(state: CLIState, name: str) -> None:
 @click.argument("name")
 @pass_state
 def plugins_select(state: CLIState, kind: str, name: str) -> None:
-    """Choose which registered component of KIND is used (writes config.yaml)."""
+    """Choose the KIND component that config selects.
+
+    Writes context.engine, memory.provider, sessions.store or model.provider in
+    config.yaml, keeping comments; refuses a name no plugin registered."""
     from .config import set_config_value
     from .errors import UnknownPluginError
     from .registry import SELECTION_KEYS
@@ -418,7 +430,9 @@ def config() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_state
 def config_show(state: CLIState, as_json: bool) -> None:
-    """Print the effective configuration (defaults + config.yaml); secrets stay references."""
+    """Print the effective configuration.
+
+    The defaults merged with config.yaml; $env/$file references are shown, not resolved."""
     import yaml
 
     from .config import Config, resolve_home
@@ -435,7 +449,7 @@ def config_show(state: CLIState, as_json: bool) -> None:
 @config.command("validate")
 @pass_state
 def config_validate(state: CLIState) -> None:
-    """Check config.yaml, its $env/$file references and the configured selections.
+    """Check config.yaml, references and selections.
 
     Exit status 0 when everything is usable, 1 otherwise; warnings (unknown top-level
     sections, usually typos) do not fail."""
@@ -461,7 +475,10 @@ def config_validate(state: CLIState) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_state
 def doctor(state: CLIState, as_json: bool) -> None:
-    """Check the home, config, plugins and selections, and say what is missing."""
+    """Check home, config, plugins and selections.
+
+    Says what is missing (credentials, a selected component no plugin registered) and
+    which plugins failed; exit status 1 when there is a problem."""
     from .config import CONFIG_FILE, resolve_home
 
     report: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0]}
