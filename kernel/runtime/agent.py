@@ -159,7 +159,8 @@ class Agent:
             agent_context="subagent" if parent else "primary", skip_memory=skip_memory,
         )
         self.prompt_builder = PromptBuilder(kernel)
-        self.hints = SubdirectoryHints(self.cwd, max_chars=cfg.get("prompt.context_file_max_chars"))
+        self.hints = SubdirectoryHints(self.cwd, max_chars=cfg.get("prompt.context_file_max_chars"),
+                                       enabled=not skip_context_files)
         self.messages: list[Message] = []
         self.system_prompt: str | None = None
         self.turn_number = 0
