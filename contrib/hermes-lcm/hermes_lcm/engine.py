@@ -23,7 +23,6 @@ from hermes import (
     SUMMARY_END_MARKER,
     ContextEngine,
     estimate_messages_tokens,
-    resolve_model_threshold,
 )
 
 from . import tools
@@ -304,12 +303,6 @@ class LCMEngine(ContextEngine):
     def _summary_budget(self) -> float:
         return self.threshold_tokens * SUMMARY_BUDGET if self.threshold_tokens else float("inf")
 
-    def should_compress_info(self, prompt_tokens: int | None = None) -> tuple[bool, str | None]:
-        """``(should_compress, reason)``; the reason names a missing context window."""
-        if self.threshold_tokens <= 0:
-            return False, "the model's context length is unknown (update_model was not called)"
-        return self.should_compress(prompt_tokens), None
-
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         """Remember the session; its conversation is found or created on first use."""
         with self._lock:
@@ -318,7 +311,8 @@ class LCMEngine(ContextEngine):
             if session_id != self._session_id:
                 self._session_id = session_id
                 self._conversation_id = None
-            if kwargs.get("context_length"):
+            if kwargs.get("context_length") and not self.context_length:
+                # Only for hosts that never call update_model; never override the host's call.
                 self.update_model(str(kwargs.get("model") or ""), int(kwargs["context_length"]))
 
     def on_session_end(self, session_id: str, messages: list[Message]) -> None:
@@ -383,15 +377,6 @@ class LCMEngine(ContextEngine):
         except Exception as exc:  # status must always answer
             status["store"] = {"error": str(exc)}
         return status
-
-    def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
-                     provider: str = "", **kwargs: Any) -> None:
-        """A new window: the threshold is ``plugins.lcm.threshold`` of it, unless the
-        host's ``model_thresholds`` (``compression.model_thresholds``) name this model."""
-        self.context_length = int(context_length)
-        self.threshold_percent = resolve_model_threshold(
-            model, self.model_thresholds, self.settings.threshold, provider=provider)
-        self.threshold_tokens = int(self.context_length * self.threshold_percent)
 
 
 # -- pure helpers -------------------------------------------------------------------------------
