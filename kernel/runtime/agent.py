@@ -163,6 +163,7 @@ class Agent:
                                        enabled=not skip_context_files)
         self.messages: list[Message] = []
         self.system_prompt: str | None = None
+        self._compaction_note = ""
         self.turn_number = 0
         self._turns_since_memory = 0
         self._memory_used_this_turn = False
@@ -203,6 +204,13 @@ class Agent:
         self.store.reopen_session(self.session_id)
         row = self.store.get_session(self.session_id) or {}
         self.system_prompt = row.get("system_prompt") or None
+        config = row.get("model_config")
+        if isinstance(config, str):
+            try:
+                config = json.loads(config)
+            except ValueError:
+                config = None
+        self._compaction_note = (config or {}).get("compaction_note", "") if isinstance(config, dict) else ""
         self.messages = [m for m in self.store.get_conversation(self.session_id) if m["role"] != "system"]
         self.turn_number = sum(1 for m in self.messages if m["role"] == "user")
 
@@ -533,17 +541,21 @@ class Agent:
             why = (getattr(self.engine, "last_compression", None) or {}).get("aborted")
             self._notice(f"nothing was compacted{f': {why}' if why else ''}")
             return False
-        note = ""
         if after[0].get("role") == "system":
+            # The engine may append a one-time note to the system prompt. The prompt is
+            # rebuilt from its layers below, so keep the note separately (and with the
+            # session, for resumes) and re-attach it to every continuation's prompt.
             head = after[0].get("content") or ""
-            note = head[len(system):] if isinstance(head, str) and head.startswith(system) else ""
+            if isinstance(head, str) and head.startswith(system):
+                self._compaction_note += head[len(system):]
             after = after[1:]
 
         old_id, old_row = self.session_id, self.store.get_session(self.session_id) or {}
         self.store.end_session(old_id, "compression")
         self.kernel.emit("hermes_session_end", session=self.session_info(), reason="compression")
         new_id = self.store.create_session(
-            source=self.source, model=self.model, parent_session_id=old_id, cwd=str(self.cwd))
+            source=self.source, model=self.model, parent_session_id=old_id, cwd=str(self.cwd),
+            model_config={"compaction_note": self._compaction_note} if self._compaction_note else None)
         if old_row.get("title"):
             try:
                 self.store.set_title(new_id, self.store.next_title_in_lineage(old_row["title"]))
@@ -555,7 +567,7 @@ class Agent:
             self._append(dict(message))
         self.memory.on_session_switch(new_id, parent_session_id=old_id)
         self.system_prompt = None
-        self.system_prompt = self.ensure_system_prompt() + note
+        self.system_prompt = self.ensure_system_prompt() + self._compaction_note
         self.store.update_system_prompt(new_id, self.system_prompt)
         info = getattr(self.engine, "last_compression", None) or {}
         self.kernel.emit("hermes_session_start", session=self.session_info())
@@ -656,6 +668,7 @@ class Agent:
         self.kernel.emit("hermes_session_end", session=self.session_info(), reason="new_session")
         self.session_id = self.store.create_session(source=self.source, model=self.model, cwd=str(self.cwd))
         self.messages, self.system_prompt, self.turn_number = [], None, 0
+        self._compaction_note = ""
         self.engine.on_session_reset()
         self.memory.on_session_switch(self.session_id, parent_session_id="", reset=True)
         self.kernel.emit("hermes_session_start", session=self.session_info())

@@ -134,14 +134,14 @@ def test_long_tool_heavy_session_compacts_without_orphans(make_kernel, fake_llm,
     fake_llm.handler = handler
     agent = Agent(kernel)
     sessions = [agent.session_id]
-    for i in range(14):
+    for i in range(24):
         result = agent.run_turn(f"read the next files please, batch {i}")
         assert result.status == "ok", result.error
         if agent.session_id != sessions[-1]:
             sessions.append(agent.session_id)
     agent.close()
 
-    assert len(sessions) >= 2, "the session should have compacted at least once"
+    assert len(sessions) >= 3, "the session should have compacted at least twice"
     store = kernel.session_store
     for parent, child in zip(sessions, sessions[1:], strict=False):
         assert store.get_session(parent)["end_reason"] == "compression"
@@ -155,6 +155,10 @@ def test_long_tool_heavy_session_compacts_without_orphans(make_kernel, fake_llm,
     distinct = [p for i, p in enumerate(prompts) if i == 0 or p != prompts[i - 1]]
     assert len(distinct) == len(sessions)
     assert len(set(distinct)) == len(distinct)
+    # The engine's one-time compaction note survives every rebuild of the prompt.
+    assert "compacted" not in distinct[0].lower()
+    for prompt in distinct[1:]:
+        assert prompt.lower().count("compact") >= 1
 
 
 def test_prompt_is_byte_stable_across_turns_with_memory_writes(make_kernel, fake_llm):
@@ -178,7 +182,7 @@ def test_prompt_is_byte_stable_across_turns_with_memory_writes(make_kernel, fake
 
 
 def test_anthropic_caching_reads_the_cached_prefix(kernel_factory, fake_llm):
-    cfg = fake_llm.config(provider="anthropic", model="claude-sonnet-4-5")
+    cfg = fake_llm.config(provider="anthropic", model="claude-sonnet-4-6")
     cfg.setdefault("memory", {})["nudge_interval"] = 0
     kernel = kernel_factory(config=cfg, check_selection=True)
     with Agent(kernel) as agent:
