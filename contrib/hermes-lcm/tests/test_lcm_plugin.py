@@ -98,3 +98,38 @@ def test_switching_back_is_a_config_edit(tmp_path, name):
     kernel = Kernel(home=home, check_selection=False)
     assert kernel.selected("context-engine") == name
     assert not [e for e in kernel.selection_errors if e.kind == "context-engine"]
+
+
+def test_imports_only_public_hermes_names():
+    import ast
+
+    import hermes_lcm
+
+    package = Path(hermes_lcm.__file__).parent
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                if name == "hermes" or name.startswith("hermes."):
+                    # Only the package itself, and the CLI helpers it documents for plugins.
+                    assert name in ("hermes", "hermes.cli"), f"{path.name} imports {name}"
+                    if name == "hermes.cli":
+                        assert {a.name for a in node.names} <= {"pass_state", "echo_json"}
+    import hermes
+
+    used = set()
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "hermes":
+                used |= {a.name for a in node.names}
+    assert used <= set(hermes.__all__), used - set(hermes.__all__)
+
+
+def test_loading_the_plugin_is_cheap():
+    code = ("import sys, hermes_lcm; "
+            "print(sorted(m for m in ('hermes_lcm.engine', 'hermes_lcm.store', 'sqlite3', 'openai', 'click') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
