@@ -21,7 +21,7 @@ CONFIG_FILE = "config.yaml"
 DEFAULTS: dict[str, Any] = {
     "model": {
         "provider": "anthropic",
-        "name": "claude-sonnet-4-5",
+        "name": "claude-sonnet-4-6",
         "base_url": None,
         "api_key": None,
         "context_length": None,

@@ -120,7 +120,14 @@ def apply_cache_control(
     marker = cache_marker(ttl)
     budget = max_breakpoints
     if out[0].get("role") == "system" and not _is_empty(out[0].get("content")) and budget:
-        out[0] = _mark(out[0], marker, native=native)
+        system = out[0]
+        content = system.get("content")
+        if isinstance(content, list) and len(content) > 1 and isinstance(content[0], dict):
+            # [frozen prompt, ephemeral additions]: the breakpoint belongs on the frozen
+            # prompt, so a changing ephemeral block never costs the cached prefix.
+            out[0] = {**system, "content": [{**content[0], "cache_control": dict(marker)}, *content[1:]]}
+        else:
+            out[0] = _mark(system, marker, native=native)
         budget -= 1
     for i in range(len(out) - 1, -1, -1):
         if budget <= 0:
