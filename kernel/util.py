@@ -39,6 +39,8 @@ def estimate_tokens(text: str | None) -> int:
     text and about one token per CJK character (which BPE tokenizers split finely)."""
     if not text:
         return 0
+    if text.isascii():  # the common case, without a Python-level loop over characters
+        return (len(text) + 3) // 4
     cjk = sum(1 for ch in text if ord(ch) >= 0x3000 and is_cjk(ch))
     other = len(text) - cjk
     return cjk + (other + 3) // 4
