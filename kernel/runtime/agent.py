@@ -153,6 +153,8 @@ class Agent:
         self.store = kernel.session_store
         self.engine = kernel.create("context-engine")
         self.context_length = self._resolve_context_length()
+        # Per-model thresholds are the host's to hand over before the first update_model.
+        self.engine.model_thresholds = dict(cfg.get("compression.model_thresholds") or {})
         self.engine.update_model(self.model, self.context_length, provider=self.provider)
         self.memory = MemoryManager(
             kernel, platform=self.platform,
@@ -670,6 +672,10 @@ class Agent:
         self.messages, self.system_prompt, self.turn_number = [], None, 0
         self._compaction_note = ""
         self.engine.on_session_reset()
+        self.engine.on_session_start(
+            self.session_id, hermes_home=str(self.kernel.home), platform=self.platform,
+            model=self.model, context_length=self.context_length,
+        )
         self.memory.on_session_switch(self.session_id, parent_session_id="", reset=True)
         self.kernel.emit("hermes_session_start", session=self.session_info())
 
