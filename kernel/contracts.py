@@ -20,6 +20,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -254,6 +255,12 @@ class LLMClient(ABC):
         if response.content:
             yield StreamEvent("text", text=response.content)
         yield StreamEvent("done", response=response)
+
+    def credentials_problem(self) -> str | None:
+        """Why a call cannot work as configured (no API key …), checked without any
+        network access; ``None`` when the client looks usable. ``hermes chat`` asks
+        before it starts a session."""
+        return None
 
     def supports_prompt_caching(self, model: str) -> bool:
         """Whether ``cache_control`` breakpoints help for this model on this route."""
@@ -1045,6 +1052,13 @@ class SessionStore(ABC):
         (message timestamps, inclusive). ``limit``/``offset`` page through one ordered
         result list. Each hit is a :class:`SearchHit`.
         """
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A context manager grouping this thread's writes into one unit (imports): a
+        store may make it one transaction and index the rows once at the end. Reads in
+        the block see its writes; searches may not until it ends. The default does
+        nothing special."""
+        return nullcontext()
 
     # -- bookkeeping ----------------------------------------------------------------------
 

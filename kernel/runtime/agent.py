@@ -451,9 +451,9 @@ class Agent:
                 if self.engine.should_compress():
                     result.compacted |= self.compact(reason="threshold")
         except LLMError as exc:
+            # Reported through the result; the caller decides how to show it.
             result.status, result.error = "failed", str(exc)
             result.answer = ""
-            self._notice(f"model call failed: {exc}")
         except HermesError as exc:
             result.status, result.error = "failed", str(exc)
             self._notice(f"turn failed: {exc}")

@@ -17,12 +17,6 @@ HELP = """Commands:
   /memory            show what memory holds
   /exit              leave (Ctrl-D works too); Ctrl-C stops the current answer"""
 
-NO_CREDENTIALS = (
-    "No model credentials: set ANTHROPIC_API_KEY (or OPENAI_API_KEY with --provider openai).\n"
-    "For a local OpenAI-compatible server: hermes chat --provider openai "
-    "--base-url http://localhost:11434/v1 --model llama3.1"
-)
-
 
 def build_kernel(state: Any, model: str | None, provider: str | None, base_url: str | None) -> Any:
     """A kernel for this chat: the CLI's switches plus the model flags as overrides."""
@@ -55,6 +49,10 @@ def run_chat(state: Any, *, resume: bool, query: str | None, model: str | None,
     from .agent import Agent
 
     kernel = build_kernel(state, model, provider, base_url)
+    problem = kernel.llm_client().credentials_problem()
+    if problem:
+        kernel.close()
+        raise LLMAuthError(problem)
     session_id = latest_session(kernel) if resume else None
     if resume and session_id is None:
         click.echo("No earlier session to continue; starting a new one.", err=True)
@@ -108,8 +106,6 @@ def _answer(agent: Any, text: str, *, stream: bool) -> Any:
     result = box["result"]
     if stream and result.answer:
         click.echo()
-    if result.status == "failed" and "credential" in (result.error or "").lower():
-        raise LLMAuthError(result.error or "")
     return result
 
 
@@ -168,8 +164,6 @@ def _command(agent: Any, text: str) -> bool:
 
 
 def main_error(exc: LLMAuthError) -> None:
-    """Print the credentials help (two lines, no traceback) and exit non-zero."""
+    """Print the credentials help (two lines, no traceback) and exit with status 2."""
     click.echo(f"hermes: {exc}", err=True)
-    if "API key" not in str(exc) and "credential" not in str(exc).lower():
-        click.echo(NO_CREDENTIALS, err=True)
     sys.exit(2)

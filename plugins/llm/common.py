@@ -181,6 +181,17 @@ class BaseClient(hermes.LLMClient):
             provider=self.name,
         )
 
+    def credentials_problem(self) -> str | None:
+        """The missing-credentials explanation, or ``None`` when a key (or a keyless
+        local endpoint) is configured."""
+        if self.api_key() or self._keyless_ok():
+            return None
+        return str(self.missing_credentials())
+
+    def _keyless_ok(self) -> bool:
+        """Whether this client may call without a key (a local OpenAI-compatible server)."""
+        return False
+
     def sdk(self) -> Any:
         """The SDK client, built on first use (raises when credentials are missing)."""
         with self._lock:

@@ -121,8 +121,11 @@ class OpenAIClient(BaseClient):
 
         return openai
 
+    def _keyless_ok(self) -> bool:
+        return bool(self.base_url)
+
     def _build_sdk(self) -> Any:
-        key = self.api_key() or (LOCAL_PLACEHOLDER_KEY if self.base_url else None)
+        key = self.api_key() or (LOCAL_PLACEHOLDER_KEY if self._keyless_ok() else None)
         if not key:
             raise self.missing_credentials()
         # Our own loop counts retries (model.max_retries); the SDK's would multiply them.
