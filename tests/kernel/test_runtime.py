@@ -205,3 +205,35 @@ def test_context_length_error_compacts_and_retries(agent_factory, fake_llm):
     old = agent.store.get_session(first_session)
     assert old["end_reason"] == "compression"
     assert agent.store.get_session(agent.session_id)["parent_session_id"] == first_session
+
+
+def test_background_memory_review_saves_without_touching_the_conversation(agent_factory, fake_llm):
+    reviews = []
+
+    def handler(req):
+        last = last_user_text(req)
+        if "Review the conversation above" in last:
+            reviews.append(req)
+            if req.body["messages"][-1]["role"] == "user":
+                return Reply(tool_calls=[{"name": "memory", "arguments": {
+                    "action": "add", "target": "user", "content": "Lives in Lisbon"}}])
+            return Reply(text="Saved.")
+        return Reply(text="ok")
+
+    fake_llm.handler = handler
+    agent = agent_factory(config={"memory": {"nudge_interval": 2}})
+    agent.run_turn("I moved to Lisbon last year")
+    assert agent._review_thread is None  # not yet: one turn of two
+    agent.run_turn("anyway, what's the weather like there?")
+    agent.wait_for_review()
+    assert agent.last_review and agent.last_review.startswith("memory updated:")
+    assert "Lives in Lisbon" in agent.last_review
+    assert "Lives in Lisbon" in (agent.kernel.home / "memories" / "USER.md").read_text()
+    # the review saw the current inventory, offered only the memory tool, and left the
+    # main conversation alone
+    tools = [t.get("function", t)["name"] for t in reviews[0].body.get("tools", [])]
+    assert tools == ["memory"]
+    stored = agent.store.get_conversation(agent.session_id)
+    assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
+    assert not any("Review the conversation" in (m.get("content") or "") for m in agent.messages)
+    assert len({id(r) for r in reviews}) == 2  # one review: its tool call and its closing call
