@@ -310,9 +310,7 @@ class HermesPluginManager(pluggy.PluginManager):
 
         seen: set[tuple[str | None, str]] = set()
         for ep in entry_points(group=group):
-            dist = getattr(ep, "dist", None)
-            dist_name = dist.metadata["Name"] if dist is not None else None
-            version = dist.version if dist is not None else None
+            dist_name, version = _dist_identity(getattr(ep, "dist", None))
             key = (dist_name.lower().replace("_", "-") if dist_name else None, ep.name)
             if key in seen:
                 continue  # one distribution reached twice (two paths to one site-packages)
@@ -414,6 +412,20 @@ class HermesPluginManager(pluggy.PluginManager):
             trace(hook_name, [i.plugin_name for i in impls], kwargs)
 
         self.add_hookcall_monitoring(before, lambda *_: None)
+
+
+def _dist_identity(dist: Any) -> tuple[str | None, str | None]:
+    """``(distribution name, version)`` of an entry point's distribution. Read from the
+    ``<name>-<version>.dist-info`` directory name when there is one: parsing METADATA
+    imports the ``email`` package and costs more than the rest of the lookup, at every
+    start. The name is then in its normalized form (``hermes-lcm``), as pip accepts it."""
+    if dist is None:
+        return None, None
+    folder = Path(str(getattr(dist, "_path", ""))).name
+    name, sep, rest = folder.partition("-")
+    if sep and folder.endswith(".dist-info") and name:
+        return name.replace("_", "-"), rest.removesuffix(".dist-info")
+    return dist.metadata["Name"], dist.version
 
 
 def _short(value: Any) -> str:

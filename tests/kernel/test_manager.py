@@ -566,3 +566,14 @@ def test_kernels_share_nothing(kernel_factory):
     assert "t-only-a" in a.registries.context_engines
     assert "t-only-a" not in b.registries.context_engines
     assert a.pm is not b.pm
+
+
+def test_distribution_name_from_egg_info_metadata(site, boot):
+    """A develop-style ``.egg-info`` (no version in its name) is read from its metadata."""
+    info = site / "Hermes_T_Egg.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: Hermes_T_Egg\nVersion: 3.1\n")
+    (info / "entry_points.txt").write_text("[hermes.plugins]\nt-egg = t_egg\n")
+    (site / "t_egg.py").write_text(engine_plugin("t-egg-engine"))
+    record = ours(boot())["t-egg"]
+    assert (record.status, record.dist, record.version) == ("active", "Hermes_T_Egg", "3.1")
