@@ -7,7 +7,9 @@ There are two kinds of hook and no others:
   (classes or callables), never live instances, so that listing what is installed builds
   nothing heavy. Errors in a registration hook are load failures of the plugin that
   raised them: the plugin is unregistered, the failure is recorded and the kernel goes on
-  (unless ``HERMES_STRICT_PLUGINS=1``).
+  (unless ``HERMES_STRICT_PLUGINS=1``). They run in registration order — default plugins
+  first, then plugins registered by code, entry-point and local plugins; ``tryfirst`` /
+  ``trylast`` move an implementation — so the first plugin to register a name keeps it.
 * **Event hooks** (``hermes_session_start`` … ``hermes_session_end``) fan out to every
   plugin that implements them, for observers such as metrics, logging or audit. Their
   return values are ignored. An exception in one implementation is logged once and never
@@ -138,11 +140,14 @@ def hermes_register_llm_clients(register: Any) -> None:
 def hermes_register_commands(cli: Any) -> None:
     """Add commands to the ``hermes`` command-line interface.
 
-    **When:** once per CLI invocation, after the kernel has loaded its plugins and before
-    the command line is parsed. Not called for ``hermes --version``.
+    **When:** at most once per CLI invocation, after the kernel has loaded its plugins,
+    the first time a command that is not built in is looked up or the commands are
+    listed (``hermes --help``). Not called for ``hermes --version`` or built-in commands.
 
     **How:** ``cli`` is the root :class:`click.Group`; add commands or groups to it with
-    ``@cli.command()`` or ``cli.add_command(...)``.
+    ``@cli.command()`` or ``cli.add_command(...)``. Use ``hermes.cli.pass_state`` and
+    ``hermes.cli.echo_json``. A command that would replace a built-in command or another
+    plugin's command is ignored with a warning.
 
     **Returns:** nothing.
 
