@@ -249,6 +249,10 @@ class Stage:
     where: str = ""
     params: list[str] = field(default_factory=list)
     highlight: list[str] = field(default_factory=list)
+    #: For relaxed word stages: the OR-ed terms and the excluded ones, so a store can
+    #: drop terms too common to matter and rebuild ``match`` with :func:`relaxed_match`.
+    terms: list[Term] = field(default_factory=list)
+    negatives: list[Term] = field(default_factory=list)
 
 
 def _like_sql(term: Term, table: str) -> tuple[str, list[str]]:
@@ -356,14 +360,19 @@ def _dedupe(terms: list[Term]) -> list[Term]:
     return list(seen.values())
 
 
-def _relaxed_words(terms: list[Term], negatives: list[Term]) -> Stage:
+def relaxed_match(terms: list[Term], negatives: list[Term]) -> str:
+    """``(a OR b OR …) NOT x NOT y`` for the relaxed word stage."""
     ors = " OR ".join(Term(t.text, t.phrase, t.prefix).fts5() for t in terms)
-    match = f"({ors})" + "".join(f" NOT {Term(t.text, t.phrase, t.prefix).fts5()}" for t in negatives)
-    return Stage("relaxed", "words", match=match)
+    return f"({ors})" + "".join(f" NOT {Term(t.text, t.phrase, t.prefix).fts5()}" for t in negatives)
+
+
+def _relaxed_words(terms: list[Term], negatives: list[Term]) -> Stage:
+    return Stage("relaxed", "words", match=relaxed_match(terms, negatives),
+                 terms=list(terms), negatives=list(negatives))
 
 
 __all__ = [
     "CJK_GLOB", "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "RELAX_BELOW", "STOP_WORDS",
     "ParsedQuery", "Stage", "Term", "has_cjk", "informative", "like_pattern", "parse",
-    "plan", "sanitize", "to_fts5",
+    "plan", "relaxed_match", "sanitize", "to_fts5",
 ]

@@ -11,6 +11,8 @@ and several processes retrying in step starve each other.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -20,20 +22,26 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import hermes
 
 from . import schema
-from .query import RELAX_BELOW, Stage, parse, plan
+from .query import RELAX_BELOW, Stage, parse, plan, relaxed_match
 
 log = logging.getLogger("hermes.sessions")
 
 T = TypeVar("T")
 
 MAX_TITLE_LENGTH = 100
+#: Ranked searches score at most this many matches, the newest (see ``_run_stage``).
+RANK_WINDOW = 2000
+#: In a relaxed query, a term in at least this share of all messages (and in at least
+#: COMMON_MIN of them) is dropped when a rarer term is left.
+COMMON_SHARE = 0.01
+COMMON_MIN = 2000
 #: Hops a lineage walk may take before it stops (cycle and corruption guard).
 MAX_HOPS = 1000
 _CONTEXT_CHARS = 200
@@ -249,8 +257,11 @@ class SQLiteSessionStore(hermes.SessionStore):
         return conn
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # Inside a batch this thread reads through the writer, so it sees its own
+        # uncommitted writes (an importer checking what it has already written).
+        conn = self._writer if self._batch_start() is not None else self._reader()
         try:
-            return fn(self._reader())
+            return fn(conn)
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 raise hermes.StoreError(f"{self.path} stayed locked for reading: {exc}") from exc
@@ -260,14 +271,41 @@ class SQLiteSessionStore(hermes.SessionStore):
                 raise
             raise self._fail(exc) from exc
 
+    def _batch_start(self) -> int | None:
+        return getattr(self._local, "batch", None)
+
+    def _locked_out(self, exc: BaseException, waited: float, patience: float) -> hermes.StoreError:
+        return hermes.StoreError(
+            f"{self.path} stayed locked by another process for {waited:.1f}s (write timeout "
+            f"{patience:g}s); the write was not made. Try again, or raise "
+            "plugins.sqlite-sessions.write_timeout.")
+
+    @staticmethod
+    def _pause(waited: float, patience: float) -> None:
+        # Short random sleeps at first, longer ones once it is clearly a long holder (a
+        # checkpoint, a big import), never past the deadline.
+        pause = random.uniform(0.002, 0.03) if waited < 2.0 else random.uniform(0.05, 0.3)
+        time.sleep(max(0.0, min(pause, patience - waited)))
+
     def _write(self, fn: Callable[[sqlite3.Connection], T], *, timeout: float | None = None) -> T:
         """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying on a busy
-        database with jittered sleeps until ``timeout`` (default ``write_timeout``)."""
+        database with jittered sleeps until ``timeout`` (default ``write_timeout``).
+        Inside :meth:`batch` it runs in the batch's transaction, under a savepoint."""
         if self._closed:
             raise hermes.StoreError(f"the session store on {self.path} is closed")
+        conn = self._writer
+        if self._batch_start() is not None:
+            conn.execute("SAVEPOINT hermes_write")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK TO hermes_write")
+                conn.execute("RELEASE hermes_write")
+                raise
+            conn.execute("RELEASE hermes_write")
+            return result
         patience = self.write_timeout if timeout is None else timeout
         started = time.monotonic()
-        conn = self._writer
         with self._write_lock:
             while True:
                 try:
@@ -285,19 +323,66 @@ class SQLiteSessionStore(hermes.SessionStore):
                     if not _is_busy(exc):
                         raise
                     if waited >= patience:
-                        raise hermes.StoreError(
-                            f"{self.path} stayed locked by another process for {waited:.1f}s "
-                            f"(write timeout {patience:g}s); the write was not made. Try "
-                            "again, or raise plugins.sqlite-sessions.write_timeout."
-                        ) from exc
-                    # Short random sleeps at first, longer ones once it is clearly a long
-                    # holder (a checkpoint, a big import), never past the deadline.
-                    pause = random.uniform(0.002, 0.03) if waited < 2.0 else random.uniform(0.05, 0.3)
-                    time.sleep(max(0.0, min(pause, patience - waited)))
+                        raise self._locked_out(exc, waited, patience) from exc
+                    self._pause(waited, patience)
                 except sqlite3.DatabaseError as exc:
                     if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
                         raise
                     raise self._fail(exc) from exc
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group this thread's writes into one transaction (imports).
+
+        The write lock is taken once, indexing is deferred and done for the whole batch
+        in one statement per index at the end, and everything commits together (or
+        nothing does, if the block raises). Other writers wait meanwhile, so keep
+        batches to a few thousand messages. Nested batches join the outer one.
+        """
+        if self._batch_start() is not None:
+            yield
+            return
+        if self._closed:
+            raise hermes.StoreError(f"the session store on {self.path} is closed")
+        conn = self._writer
+        with self._write_lock:
+            started, patience = time.monotonic(), self.write_timeout
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as exc:
+                    waited = time.monotonic() - started
+                    if not _is_busy(exc):
+                        raise
+                    if waited >= patience:
+                        raise self._locked_out(exc, waited, patience) from exc
+                    self._pause(waited, patience)
+            try:
+                self._local.batch = conn.execute(
+                    "SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+                conn.execute("INSERT INTO state_meta (key, value) VALUES ('fts_deferred', '1')")
+                yield
+                self._flush_pending(conn)
+                conn.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._local.batch = None
+
+    def _flush_pending(self, conn: sqlite3.Connection) -> None:
+        """Index the rows this batch wrote so far (before a delete must see them)."""
+        start = self._batch_start()
+        if start is None:
+            return
+        last = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        if last > start:
+            for sql, params in schema.index_range_sql(start + 1, last):
+                conn.execute(sql, params)
+            self._local.batch = last
 
     def _ensure_schema(self) -> None:
         def setup(conn: sqlite3.Connection) -> None:
@@ -639,6 +724,7 @@ class SQLiteSessionStore(hermes.SessionStore):
 
     def delete_session(self, session_id: str) -> bool:
         def delete(conn: sqlite3.Connection) -> bool:
+            self._flush_pending(conn)  # inside a batch: index first, so the delete sees it
             # Messages first, explicitly: their triggers take them out of both indexes.
             conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM state_meta WHERE key = ?", (f"import:{session_id}",))
@@ -693,7 +779,11 @@ class SQLiteSessionStore(hermes.SessionStore):
         insert = ("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, "
                   "tool_name, timestamp, token_count, finish_reason, reasoning) "
                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        if bulk:
+        if self._batch_start() is not None:  # the batch indexes everything when it ends
+            conn.executemany(insert, rows)
+            last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+            ids = list(range(last - len(rows) + 1, last + 1))
+        elif bulk:
             conn.execute("INSERT INTO state_meta (key, value) VALUES ('fts_deferred', '1')")
             conn.executemany(insert, rows)
             last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
@@ -816,9 +906,25 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         return self._read(run)
 
+    def _drop_common_terms(self, conn: sqlite3.Connection, stage: Stage) -> Stage:
+        """A relaxed OR over a word as common as "database" ranks every message that has
+        it, and adds little: its BM25 weight is small. Drop such terms (probing at most
+        ``cap`` postings each) as long as a rarer one is left."""
+        if stage.index != "words" or len(stage.terms) < 2:
+            return stage
+        total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        cap = max(COMMON_MIN, int(total * COMMON_SHARE))
+        rare = [t for t in stage.terms if conn.execute(
+            "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
+            (t.fts5(), cap)).fetchone()[0] < cap]
+        if not rare or len(rare) == len(stage.terms):
+            return stage
+        return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives), terms=rare)
+
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
                    filter_params: list[Any], count: int, exclude: list[int]) -> list[hermes.SearchHit]:
         table = "messages_fts" if stage.index == "words" else "messages_fts_trigram"
+        stage = self._drop_common_terms(conn, stage)
         where, params = [], []
         if stage.match is not None:
             where.append(f"{table} MATCH ?")
@@ -832,6 +938,19 @@ class SQLiteSessionStore(hermes.SessionStore):
         if exclude:
             where.append(f"m.id NOT IN ({','.join('?' * len(exclude))})")
             params += exclude
+        joins = (f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id")
+        if stage.match is not None:
+            # Ranking scores every match, so a common word over a million messages costs
+            # hundreds of milliseconds. Rank at most the newest RANK_WINDOW matches: walking
+            # a posting list newest-first without scoring is cheap, and when there are more
+            # matches than that, the newest are the ones worth recalling first.
+            probe_joins = joins if (filter_sql or exclude) else ""
+            newest = conn.execute(
+                f"SELECT {table}.rowid FROM {table} {probe_joins} WHERE {' AND '.join(where)} "
+                f"ORDER BY {table}.rowid DESC LIMIT ?", (*params, RANK_WINDOW)).fetchall()
+            if len(newest) >= RANK_WINDOW:
+                where.append(f"{table}.rowid >= ?")
+                params.append(newest[-1][0])
         if stage.match is not None and not stage.highlight:
             tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
             snippet = f"snippet({table}, -1, '>>>', '<<<', '...', {tokens})"
@@ -844,9 +963,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, "
             f"s.source, s.model, s.started_at AS session_started, s.title AS session_title, "
             f"{snippet} AS snippet, {score} AS score "
-            f"FROM {table} JOIN messages m ON m.id = {table}.rowid "
-            f"JOIN sessions s ON s.id = m.session_id "
-            f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+            f"FROM {table} {joins} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         )
         rows = conn.execute(sql, (*params, count)).fetchall()
         terms = stage.highlight or [t.text for t in parse(query).terms if not t.negated]

@@ -42,6 +42,9 @@ _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant"
           "tool": "tool", "function": "tool"}
 _SESSION_FIELDS = ("source", "user_id", "model", "model_config", "system_prompt",
                    "parent_session_id", "started_at", "ended_at", "end_reason", "title", "cwd")
+#: Messages written per store batch (one transaction in the SQLite store): big enough to
+#: index efficiently, small enough not to keep other writers waiting long.
+BATCH_MESSAGES = 5000
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                  "reasoning_tokens", "estimated_cost_usd")
 
@@ -135,9 +138,15 @@ def _canonical(message: dict[str, Any]) -> str:
 def digest(messages: Iterable[dict[str, Any]]) -> str:
     """A stable fingerprint of a message sequence (role, content, tool fields)."""
     h = hashlib.sha256()
-    for message in messages:
-        h.update(_canonical(message).encode("utf-8"))
-        h.update(b"\n")
+    for m in messages:
+        calls = m.get("tool_calls")
+        # Unit separators keep fields apart; JSON only for the (rare) structured part.
+        h.update(f"{m.get('role')}\x1f{m.get('content')}\x1f{m.get('tool_call_id')}\x1f"
+                 f"{m.get('name') or m.get('tool_name')}\x1f".encode("utf-8", "surrogatepass"))
+        if calls:
+            h.update(json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str)
+                     .encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
     return h.hexdigest()
 
 
@@ -534,18 +543,27 @@ def import_sessions(
     *,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Write sessions into ``store`` idempotently (see the module docstring)."""
-    for session in sessions:
-        try:
-            _import_one(store, session, report)
-        except hermes.StoreError:
-            raise
-        except Exception as exc:  # one bad session never aborts the rest
-            report.sessions_skipped += 1
-            report.problems.append(f"{session.origin}: session {session.id}: {exc}; skipped")
-        if progress is not None:
-            progress(max(1, len(session.messages)))
-    return report
+    """Write sessions into ``store`` idempotently (see the module docstring), about
+    :data:`BATCH_MESSAGES` messages per :meth:`~hermes.SessionStore.batch`."""
+    iterator = iter(sessions)
+    while True:
+        pending = 0
+        with store.batch():
+            for session in iterator:
+                try:
+                    _import_one(store, session, report)
+                except hermes.StoreError:
+                    raise
+                except Exception as exc:  # one bad session never aborts the rest
+                    report.sessions_skipped += 1
+                    report.problems.append(f"{session.origin}: session {session.id}: {exc}; skipped")
+                if progress is not None:
+                    progress(max(1, len(session.messages)))
+                pending += len(session.messages) + 1
+                if pending >= BATCH_MESSAGES:
+                    break
+            else:
+                return report
 
 
 def _import_one(store: hermes.SessionStore, session: SourceSession, report: ImportReport) -> None:

@@ -167,6 +167,19 @@ class SessionStoreConformance:
         assert store.get_session(sid)["tool_call_count"] == 1
         assert store.search_messages("bulk line 17")[0]["id"] == ids[17]
 
+    def test_batch_groups_writes(self, store: Any) -> None:
+        with store.batch():
+            sid = store.create_session("batched", started_at=T0)
+            store.append_messages(sid, [{"role": "user", "content": "batched armadillo"},
+                                        {"role": "assistant", "content": "noted"}])
+            store.append_message(sid, "user", "single armadillo")
+            assert store.get_session(sid)["message_count"] == 3  # reads see the batch
+            store.set_meta("conformance:batch", "yes")
+            assert store.get_meta("conformance:batch") == "yes"
+        assert len(store.search_messages("armadillo", fallback=False)) == 2
+        assert [m["content"] for m in store.get_messages(sid)] == [
+            "batched armadillo", "noted", "single armadillo"]
+
     def test_export_session(self, store: Any) -> None:
         sid = self._session_with(store, ["one", "two"])
         data = store.export_session(sid)

@@ -115,6 +115,71 @@ def test_failed_bulk_write_leaves_nothing(store: SQLiteSessionStore) -> None:
     assert store.check_integrity() == []
 
 
+def test_batch_is_one_transaction(store: SQLiteSessionStore) -> None:
+    store.append_message("before", "user", "outside the batch")
+    with pytest.raises(RuntimeError):
+        with store.batch():
+            store.append_messages("inside", [{"role": "user", "content": "rolled back 回滚了"}])
+            raise RuntimeError("import failed half way")
+    assert store.get_session("inside") is None and store.search_messages("rolled") == []
+    assert store.get_meta("fts_deferred") is None
+    with store.batch():
+        store.append_messages("kept", [{"role": "user", "content": f"kept {i} 保留下来"} for i in range(10)])
+        with store.batch():  # nested: joins the outer batch
+            store.append_message("kept", "user", "nested write")
+        store.append_messages("gone", [{"role": "user", "content": "deleted in the same batch"}])
+        assert store.delete_session("gone")  # indexed first, so the delete is clean
+    assert len(store.search_messages("kept", fallback=False, limit=50)) == 10
+    assert len(store.search_messages("保留下来", limit=50)) == 10
+    assert store.search_messages("deleted") == []
+    assert store.check_integrity() == []
+
+
+def test_other_writers_wait_for_a_batch(store: SQLiteSessionStore, tmp_path: Path) -> None:
+    other = SQLiteSessionStore(store.path)
+    done = threading.Event()
+
+    def write() -> None:
+        other.append_message("elsewhere", "user", "waited for the batch")
+        done.set()
+
+    with store.batch():
+        store.append_message("batch", "user", "first")
+        thread = threading.Thread(target=write)
+        thread.start()
+        assert not done.wait(0.3)  # blocked while the batch holds the write lock
+        assert other.search_messages("first") == []  # and cannot see uncommitted rows
+    thread.join(10)
+    assert done.is_set() and len(other.search_messages("waited")) == 1
+    other.close()
+
+
+def test_common_terms_rank_only_the_newest_matches(store: SQLiteSessionStore, monkeypatch) -> None:
+    from hermes.plugins.sessions import store as store_module
+
+    monkeypatch.setattr(store_module, "RANK_WINDOW", 10)
+    store.append_messages("old", [{"role": "user", "content": "common common common rare-old"}])
+    store.append_messages("new", [{"role": "user", "content": f"common filler {i}"} for i in range(30)])
+    hits = store.search_messages("common", limit=50, fallback=False)
+    assert len(hits) == 10 and all(h["session_id"] == "new" for h in hits)  # the newest 10 only
+    # a filter is applied before the window, so older qualifying matches are still found
+    hits = store.search_messages("common", session_id="old", fallback=False)
+    assert [h["session_id"] for h in hits] == ["old"]
+    assert len(store.search_messages("rare-old common", fallback=False)) == 1  # rare terms: exact
+
+
+def test_relaxed_queries_drop_very_common_terms(store: SQLiteSessionStore, monkeypatch) -> None:
+    from hermes.plugins.sessions import store as store_module
+
+    monkeypatch.setattr(store_module, "COMMON_MIN", 5)
+    monkeypatch.setattr(store_module, "RANK_WINDOW", 10)
+    store.append_messages("noise", [{"role": "user", "content": f"database chatter {i}"} for i in range(40)])
+    store.append_messages("old", [{"role": "user", "content": "the postgres database migration"}])
+    store.append_messages("newer", [{"role": "user", "content": f"database again {i}"} for i in range(40)])
+    hits = store.search_messages("which database did the postgres migration use?")
+    assert hits[0]["session_id"] == "old" and hits[0]["mode"] == "relaxed"
+
+
 def test_lineage_walks_survive_cycles(store: SQLiteSessionStore) -> None:
     a = store.create_session("a", started_at=100)
     b = store.create_session("b", parent_session_id=a, started_at=200)
