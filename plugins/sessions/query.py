@@ -219,6 +219,22 @@ def informative(term: Term) -> bool:
     return word not in STOP_WORDS and (len(word) > 1 or not word.isascii())
 
 
+#: Endings stripped by :func:`stem` (longest first). Crude on purpose: the relaxed stage
+#: searches the stem as a prefix, so "websockets" meets "websocket", "isolate" meets
+#: "isolation", "failed" meets "failure"; BM25 and the other terms sort out the noise.
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ions", "ion", "ments", "ment", "ness",
+             "ies", "ied", "ers", "er", "es", "ed", "ly", "s", "e")
+
+
+def stem(word: str) -> str:
+    """A crude English stem (lower case), never shorter than three characters."""
+    lower = word.lower()
+    for suffix in _SUFFIXES:
+        if lower.endswith(suffix) and len(lower) - len(suffix) >= 3:
+            return lower[: -len(suffix)]
+    return lower
+
+
 def like_pattern(text: str) -> str:
     """``%text%`` with LIKE wildcards escaped (escape character ``\\``)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -367,12 +383,17 @@ def relaxed_match(terms: list[Term], negatives: list[Term]) -> str:
 
 
 def _relaxed_words(terms: list[Term], negatives: list[Term]) -> Stage:
-    return Stage("relaxed", "words", match=relaxed_match(terms, negatives),
-                 terms=list(terms), negatives=list(negatives))
+    # Plain ASCII words are searched by their stem as a prefix (see ``stem``); phrases,
+    # prefixes, numbers and non-English words as they are.
+    loose = [Term(stem(t.text), prefix=True) if (not t.phrase and not t.prefix and t.text.isascii()
+                                                 and t.text.isalpha()) else t for t in terms]
+    loose = _dedupe(loose)
+    return Stage("relaxed", "words", match=relaxed_match(loose, negatives),
+                 terms=loose, negatives=list(negatives))
 
 
 __all__ = [
     "CJK_GLOB", "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "RELAX_BELOW", "STOP_WORDS",
     "ParsedQuery", "Stage", "Term", "has_cjk", "informative", "like_pattern", "parse",
-    "plan", "relaxed_match", "sanitize", "to_fts5",
+    "plan", "relaxed_match", "sanitize", "stem", "to_fts5",
 ]

@@ -12,6 +12,7 @@ from hermes.plugins.sessions.query import (
     parse,
     plan,
     sanitize,
+    stem,
 )
 
 
@@ -68,7 +69,7 @@ def test_quotes_inside_terms_are_escaped() -> None:
 def test_plan_latin_question_relaxes_to_informative_terms() -> None:
     stages = plan("when did I move the staging database to Postgres?")
     assert [s.mode for s in stages] == ["strict", "relaxed"]
-    assert stages[1].match == '("move" OR "staging" OR "database" OR "Postgres")'
+    assert stages[1].match == '("mov"* OR "stag"* OR "databas"* OR "postgr"*)'
     assert plan("when did I move", fallback=False)[0].mode == "strict"
     assert len(plan("when did I move the database", fallback=False)) == 1
 
@@ -81,7 +82,7 @@ def test_plan_single_term_has_nothing_to_relax() -> None:
 
 def test_plan_keeps_negations_in_relaxed_mode() -> None:
     stages = plan("deploy staging NOT prod")
-    assert stages[1].match == '("deploy" OR "staging") NOT "prod"'
+    assert stages[1].match == '("deploy"* OR "stag"*) NOT "prod"'
 
 
 @pytest.mark.parametrize("query, mode", [
@@ -111,7 +112,21 @@ def test_cjk_relaxed_uses_trigrams_then_words() -> None:
     assert [(s.mode, s.index) for s in stages] == [
         ("trigram", "trigram"), ("relaxed", "trigram"), ("relaxed", "words")]
     assert '"数据库"' in stages[1].match and '"Postgres"' in stages[1].match
-    assert stages[2].match == '("Postgres")'
+    assert stages[2].match == '("postgr"*)'
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("websockets", "websocket"), ("disconnecting", "disconnect"), ("isolate", "isolat"),
+    ("isolation", "isol"), ("tenants", "tenant"), ("failed", "fail"), ("logs", "log"),
+    ("Postgres", "postgr"), ("keep", "keep"), ("is", "is"), ("uses", "use"),
+])
+def test_stem(word: str, expected: str) -> None:
+    assert stem(word) == expected
+
+
+def test_relaxed_stage_keeps_phrases_and_prefixes_as_typed() -> None:
+    stage = plan('"staging database" deploy* moved 15 cafés')[1]
+    assert stage.match == '("staging database" OR "deploy"* OR "mov"* OR "15" OR "cafés")'
 
 
 def test_like_pattern_escapes_wildcards() -> None:
