@@ -363,9 +363,9 @@ def plan(query: str | None, *, fallback: bool = True) -> list[Stage]:
             match = f"({ors})" + "".join(f" NOT {Term(t.text).fts5()}" for t in not_cjk)
             stages.append(Stage("relaxed", "trigram", match=match, highlight=grams))
         if latin:
-            stages.append(_relaxed_words(latin, [t for t in negatives if not t.cjk]))
+            stages += _relaxed_words(latin, [t for t in negatives if not t.cjk])
     elif latin and not (single_term and latin == positives):
-        stages.append(_relaxed_words(latin, negatives))
+        stages += _relaxed_words(latin, negatives)
     return stages
 
 
@@ -376,24 +376,55 @@ def _dedupe(terms: list[Term]) -> list[Term]:
     return list(seen.values())
 
 
+#: Informative terms paired in the "two of them" relaxed stage (pairs grow as n²).
+MAX_PAIR_TERMS = 8
+
+
+def loosen(term: Term) -> str:
+    """One informative term as a forgiving FTS5 expression: a plain English word by its
+    stem, as a prefix when the stem is long enough to be specific ("websockets" →
+    ``"websocket"*``), else as the word or its stem ("logs" → ``("logs" OR "log")``);
+    phrases, prefixes, numbers and other scripts as typed."""
+    if term.phrase or term.prefix or not (term.text.isascii() and term.text.isalpha()):
+        return Term(term.text, term.phrase, term.prefix).fts5()
+    root = stem(term.text)
+    if len(root) >= 5:
+        return Term(root, prefix=True).fts5()
+    if root != term.text.lower():
+        return f"({Term(term.text).fts5()} OR {Term(root).fts5()})"
+    return Term(term.text).fts5()
+
+
+def _excluding(expr: str, negatives: list[Term]) -> str:
+    return expr + "".join(f" NOT {Term(t.text, t.phrase, t.prefix).fts5()}" for t in negatives)
+
+
 def relaxed_match(terms: list[Term], negatives: list[Term]) -> str:
-    """``(a OR b OR …) NOT x NOT y`` for the relaxed word stage."""
-    ors = " OR ".join(Term(t.text, t.phrase, t.prefix).fts5() for t in terms)
-    return f"({ors})" + "".join(f" NOT {Term(t.text, t.phrase, t.prefix).fts5()}" for t in negatives)
+    """``(a OR b OR …) NOT x NOT y`` over loosened terms: any one of them."""
+    return _excluding("(" + " OR ".join(loosen(t) for t in terms) + ")", negatives)
 
 
-def _relaxed_words(terms: list[Term], negatives: list[Term]) -> Stage:
-    # Plain ASCII words are searched by their stem as a prefix (see ``stem``); phrases,
-    # prefixes, numbers and non-English words as they are.
-    loose = [Term(stem(t.text), prefix=True) if (not t.phrase and not t.prefix and t.text.isascii()
-                                                 and t.text.isalpha()) else t for t in terms]
-    loose = _dedupe(loose)
-    return Stage("relaxed", "words", match=relaxed_match(loose, negatives),
-                 terms=loose, negatives=list(negatives))
+def pairs_match(terms: list[Term], negatives: list[Term]) -> str:
+    """At least two of the loosened terms: ``((a AND b) OR (a AND c) OR …)``."""
+    loose = [loosen(t) for t in terms[:MAX_PAIR_TERMS]]
+    pairs = [f"({a} AND {b})" for i, a in enumerate(loose) for b in loose[i + 1:]]
+    return _excluding("(" + " OR ".join(pairs) + ")", negatives)
+
+
+def _relaxed_words(terms: list[Term], negatives: list[Term]) -> list[Stage]:
+    """Two relaxed stages: messages with at least two of the informative terms (so two
+    common words that meet in one message still find it), then messages with any one
+    of them (where a store may drop terms too common to matter)."""
+    stages = []
+    if len(terms) >= 2:
+        stages.append(Stage("relaxed", "words", match=pairs_match(terms, negatives)))
+    stages.append(Stage("relaxed", "words", match=relaxed_match(terms, negatives),
+                        terms=list(terms), negatives=list(negatives)))
+    return stages
 
 
 __all__ = [
     "CJK_GLOB", "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "RELAX_BELOW", "STOP_WORDS",
     "ParsedQuery", "Stage", "Term", "has_cjk", "informative", "like_pattern", "parse",
-    "plan", "relaxed_match", "sanitize", "stem", "to_fts5",
+    "loosen", "pairs_match", "plan", "relaxed_match", "sanitize", "stem", "to_fts5",
 ]

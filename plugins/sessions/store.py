@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import hermes
 
 from . import schema
-from .query import RELAX_BELOW, Stage, parse, plan, relaxed_match
+from .query import RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
 
 log = logging.getLogger("hermes.sessions")
 
@@ -916,7 +916,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         rare = [t for t in stage.terms if conn.execute(
             "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-            (t.fts5(), cap)).fetchone()[0] < cap]
+            (loosen(t), cap)).fetchone()[0] < cap]
         if not rare or len(rare) == len(stage.terms):
             return stage
         return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives), terms=rare)

@@ -68,21 +68,25 @@ def test_quotes_inside_terms_are_escaped() -> None:
 
 def test_plan_latin_question_relaxes_to_informative_terms() -> None:
     stages = plan("when did I move the staging database to Postgres?")
-    assert [s.mode for s in stages] == ["strict", "relaxed"]
-    assert stages[1].match == '("mov"* OR "stag"* OR "databas"* OR "postgr"*)'
+    assert [s.mode for s in stages] == ["strict", "relaxed", "relaxed"]
+    move, staging = '("move" OR "mov")', '("staging" OR "stag")'
+    assert stages[2].match == f'({move} OR {staging} OR "databas"* OR "postgr"*)'
+    assert stages[1].match.count(" AND ") == 6  # every pair of the four terms
+    assert stages[1].match.startswith(f"(({move} AND {staging}) OR ")
     assert plan("when did I move", fallback=False)[0].mode == "strict"
     assert len(plan("when did I move the database", fallback=False)) == 1
 
 
 def test_plan_single_term_has_nothing_to_relax() -> None:
     assert [s.mode for s in plan("postgres")] == ["strict"]
-    assert [s.mode for s in plan("the postgres")] == ["strict", "relaxed"]
+    assert [s.match for s in plan("the postgres")] == ['"the" AND "postgres"', '("postgr"*)']
     assert [s.mode for s in plan("what is it")] == ["strict"]  # only stop words
 
 
 def test_plan_keeps_negations_in_relaxed_mode() -> None:
     stages = plan("deploy staging NOT prod")
-    assert stages[1].match == '("deploy"* OR "stag"*) NOT "prod"'
+    assert stages[1].match == '(("deploy"* AND ("staging" OR "stag"))) NOT "prod"'
+    assert stages[2].match == '("deploy"* OR ("staging" OR "stag")) NOT "prod"'
 
 
 @pytest.mark.parametrize("query, mode", [
@@ -125,8 +129,8 @@ def test_stem(word: str, expected: str) -> None:
 
 
 def test_relaxed_stage_keeps_phrases_and_prefixes_as_typed() -> None:
-    stage = plan('"staging database" deploy* moved 15 cafés')[1]
-    assert stage.match == '("staging database" OR "deploy"* OR "mov"* OR "15" OR "cafés")'
+    stage = plan('"staging database" deploy* moved 15 cafés')[-1]
+    assert stage.match == '("staging database" OR "deploy"* OR ("moved" OR "mov") OR "15" OR "cafés")'
 
 
 def test_like_pattern_escapes_wildcards() -> None:
