@@ -3,8 +3,9 @@
 
 Prints one JSON line per figure (median and min of N runs, interleaved round-robin so that
 machine load hits every command alike) and a last line comparing `hermes --help` with the
-bare interpreter against the target (within 150 ms). Uses a fresh, empty HERMES_HOME and
-whatever plugins are installed in the environment (run it where you run Hermes).
+bare interpreter against the target (within 150 ms). Uses a fresh, empty HERMES_HOME,
+byte-code caching on (as in a normal install), and whatever plugins are installed in the
+environment (run it where you run Hermes).
 
     python benchmarks/cli_startup.py [--runs 15]
 """
@@ -47,8 +48,11 @@ def main() -> None:
     args = parser.parse_args()
     runs = max(10, args.runs)
     hermes = str(Path(sys.executable).with_name("hermes"))
-    with tempfile.TemporaryDirectory() as home:
-        env = {**os.environ, "HERMES_HOME": home}
+    with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as pycache:
+        # As installed: byte-code cached (into a private prefix, so the tree stays clean),
+        # whatever PYTHONDONTWRITEBYTECODE says here; the warm-up run fills the cache.
+        env = {**os.environ, "HERMES_HOME": home, "PYTHONPYCACHEPREFIX": pycache}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         for var in ("HERMES_LOAD_PLUGINS", "HERMES_DISABLE_PLUGINS", "HERMES_NO_PLUGINS",
                     "HERMES_STRICT_PLUGINS", "HERMES_TRACE_PLUGINS"):
             env.pop(var, None)

@@ -299,16 +299,16 @@ def plugins_install(specs: tuple[str, ...], editable: bool, upgrade: bool) -> No
 
     Runs pip for the interpreter running Hermes and shows its progress; reports the
     plugins (entry points of group `hermes.plugins`) that appeared."""
-    from importlib_metadata import entry_points
+    from .manager import ENTRY_POINT_GROUP, find_entry_points
 
-    before = {ep.name for ep in entry_points(group="hermes.plugins")}
+    before = {ep.name for ep in find_entry_points(ENTRY_POINT_GROUP)}
     args = ["install"] + (["--upgrade"] if upgrade else [])
     for spec in specs:
         args += ["-e", spec] if editable else [spec]
     code = _pip(args)
     if code:
         raise HermesError(f"pip install failed (exit {code}); nothing was changed by Hermes.")
-    new = sorted({ep.name for ep in entry_points(group="hermes.plugins")} - before)
+    new = sorted({ep.name for ep in find_entry_points(ENTRY_POINT_GROUP)} - before)
     if new:
         click.echo(f"Installed plugin(s): {', '.join(new)}. See `hermes plugins list`.")
     else:

@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -306,16 +307,8 @@ class HermesPluginManager(pluggy.PluginManager):
     def load_entrypoints(self, group: str = ENTRY_POINT_GROUP) -> None:
         """Load every entry point of ``group``, guarded, blocking before import. The entry
         point's name is the plugin's name."""
-        from importlib_metadata import entry_points  # local: keeps `hermes --version` light
-
-        seen: set[tuple[str | None, str]] = set()
-        for ep in entry_points(group=group):
-            dist_name, version = _dist_identity(getattr(ep, "dist", None))
-            key = (dist_name.lower().replace("_", "-") if dist_name else None, ep.name)
-            if key in seen:
-                continue  # one distribution reached twice (two paths to one site-packages)
-            seen.add(key)
-            meta = {"dist": dist_name, "version": version, "module": ep.value}
+        for ep in find_entry_points(group):
+            meta = {"dist": ep.dist, "version": ep.version, "module": ep.value}
             if ep.name in self.records:
                 self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta)  # records the clash
                 continue
@@ -414,18 +407,105 @@ class HermesPluginManager(pluggy.PluginManager):
         self.add_hookcall_monitoring(before, lambda *_: None)
 
 
-def _dist_identity(dist: Any) -> tuple[str | None, str | None]:
-    """``(distribution name, version)`` of an entry point's distribution. Read from the
-    ``<name>-<version>.dist-info`` directory name when there is one: parsing METADATA
-    imports the ``email`` package and costs more than the rest of the lookup, at every
-    start. The name is then in its normalized form (``hermes-lcm``), as pip accepts it."""
-    if dist is None:
-        return None, None
-    folder = Path(str(getattr(dist, "_path", ""))).name
-    name, sep, rest = folder.partition("-")
-    if sep and folder.endswith(".dist-info") and name:
-        return name.replace("_", "-"), rest.removesuffix(".dist-info")
-    return dist.metadata["Name"], dist.version
+@dataclass(frozen=True)
+class EntryPoint:
+    """One entry point of an installed distribution: ``name = value`` in its
+    ``entry_points.txt``, with the distribution's name and version."""
+
+    name: str
+    value: str
+    dist: str | None = None
+    version: str | None = None
+
+    def load(self) -> Any:
+        """Import ``module`` and return ``module`` or ``module:attr.path``."""
+        match = _EP_VALUE.match(self.value)
+        if not match:
+            raise ValueError(f"malformed entry point {self.name} = {self.value!r}")
+        obj: Any = importlib.import_module(match["module"])
+        for part in (match["attr"] or "").split(".") if match["attr"] else []:
+            obj = getattr(obj, part)
+        return obj
+
+
+_EP_VALUE = re.compile(r"^\s*(?P<module>[\w.]+)\s*(?::\s*(?P<attr>[\w.]+)\s*)?(?:\[.*\])?\s*$")
+
+
+def find_entry_points(group: str, path: Iterable[str] | None = None) -> list[EntryPoint]:
+    """The entry points of ``group`` in the distributions installed on ``path``
+    (default ``sys.path``), found as :mod:`importlib.metadata` finds them: ``*.dist-info``
+    and ``*.egg-info`` directories, the first distribution of a (normalized) name on the
+    path wins.
+
+    Hermes reads the files itself because ``importlib.metadata`` imports ``email``,
+    ``zipfile`` and more, and parses every distribution's metadata: at every start that
+    cost as much as loading all the default plugins. ``tests/kernel/test_manager.py``
+    checks that both find the same entry points.
+    """
+    found: list[EntryPoint] = []
+    seen: set[str] = set()
+    for entry in sys.path if path is None else path:
+        directory = entry or "."
+        try:
+            folders = sorted(os.listdir(directory))
+        except OSError:
+            continue  # a zip file, or a path that does not exist
+        for folder in folders:
+            if not folder.endswith((".dist-info", ".egg-info")):
+                continue
+            stem = folder.rpartition(".")[0]
+            key = re.sub(r"[-_.]+", "_", stem.partition("-")[0]).lower()
+            if key in seen:
+                continue
+            seen.add(key)
+            base = os.path.join(directory, folder)
+            try:
+                with open(os.path.join(base, "entry_points.txt"), encoding="utf-8") as fh:
+                    entries = _ini_section(fh.read(), group)
+            except OSError:
+                continue
+            if not entries:
+                continue
+            dist, version = _dist_identity(base, stem)
+            found.extend(EntryPoint(name, value, dist, version) for name, value in entries)
+    return found
+
+
+def _ini_section(text: str, section: str) -> list[tuple[str, str]]:
+    """``name = value`` pairs of ``[section]`` in an ``entry_points.txt``."""
+    pairs, current = [], None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1].strip()
+        elif current == section and "=" in line:
+            name, _, value = line.partition("=")
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+def _dist_identity(base: str, stem: str) -> tuple[str | None, str | None]:
+    """A distribution's name and version: from a ``name-version.dist-info`` folder name
+    (the name normalized, ``hermes-lcm``, as pip accepts it), else from the ``Name:`` and
+    ``Version:`` headers of its metadata file, read without the ``email`` package."""
+    name, sep, version = stem.partition("-")
+    if sep and base.endswith(".dist-info") and name and version:
+        return name.replace("_", "-"), version
+    headers: dict[str, str] = {}
+    for meta in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(base, meta), encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.strip():
+                        break
+                    key, _, value = line.partition(":")
+                    headers.setdefault(key.strip().lower(), value.strip())
+            break
+        except OSError:
+            continue
+    return headers.get("name") or name or None, headers.get("version") or None
 
 
 def _short(value: Any) -> str:

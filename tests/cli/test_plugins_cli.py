@@ -49,12 +49,14 @@ def hermes_register_tool(register):
     pass
 """
 
+# Claims the engine name of the default `compressor` plugin, which registers first: the
+# order of two third-party plugins is undefined, the defaults always come first.
 DUPE = """
 import hermes
 
 @hermes.hookimpl
 def hermes_register_context_engines(register):
-    register("t-good-engine", lambda: None)
+    register("compressor", lambda: None)
 """
 
 OURS = "t-good,t-broken,t-typo,t-dupe"
@@ -121,7 +123,8 @@ def test_list_json_reports_every_state(site, hermes_home):
     assert plugins["t-typo"]["status"] == "failed"
     assert "hermes_register_tool (did you mean hermes_register_tools?)" in plugins["t-typo"]["error"]
     assert plugins["t-dupe"]["status"] == "failed"
-    assert "'t-good' and 't-dupe'" in plugins["t-dupe"]["error"]
+    assert "context-engine 'compressor' is registered by two plugins: 'compressor' and 't-dupe'" in (
+        plugins["t-dupe"]["error"])
     assert all(p["source"] != "default" for p in plugins.values()), "defaults only with --all"
     # One line per failure on stderr, naming the plugin and the fix.
     failures = [line for line in result.stderr.splitlines() if line.startswith("hermes: plugin t-")]

@@ -577,3 +577,46 @@ def test_distribution_name_from_egg_info_metadata(site, boot):
     (site / "t_egg.py").write_text(engine_plugin("t-egg-engine"))
     record = ours(boot())["t-egg"]
     assert (record.status, record.dist, record.version) == ("active", "Hermes_T_Egg", "3.1")
+
+
+def test_entry_point_discovery_matches_importlib_metadata(tmp_path, monkeypatch):
+    """Hermes reads entry_points.txt itself (for speed); it must find exactly what
+    importlib.metadata finds: this environment's distributions, plus awkward layouts."""
+    import importlib_metadata
+
+    from hermes.manager import find_entry_points
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    make_distribution(first, "hermes-t-one", version="1.0", plugins={"t-one": "t_one:plugin.attr [extra]"})
+    make_distribution(second, "hermes_t_one", version="2.0", plugins={"t-one-old": "t_one_old"})  # shadowed
+    make_distribution(second, "hermes-t-two", plugins={})
+    (second / "hermes_t_two-1.0.dist-info" / "entry_points.txt").write_text(
+        "# comment\n; another\n[console_scripts]\nx = y:z\n\n[hermes.plugins]\n  t-two = t_two  \n")
+    egg = second / "Hermes_T_Egg.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.2\nName: Hermes_T_Egg\nVersion: 0.5\n\nbody: x\n")
+    (egg / "entry_points.txt").write_text("[hermes.plugins]\nt-egg = t_egg\n")
+    (second / "not-a-dir.dist-info").write_text("")  # a stray file, ignored
+    monkeypatch.syspath_prepend(str(second))
+    monkeypatch.syspath_prepend(str(first))
+
+    ours = {(ep.name, ep.value, ep.dist.lower().replace("_", "-"), ep.version)
+            for ep in find_entry_points("hermes.plugins")}
+    theirs = {(ep.name, ep.value, ep.dist.metadata["Name"].lower().replace("_", "-"), ep.dist.version)
+              for ep in importlib_metadata.entry_points(group="hermes.plugins")}
+    assert ours == theirs
+    assert ("t-one", "t_one:plugin.attr [extra]", "hermes-t-one", "1.0") in ours
+    assert not [e for e in ours if e[0] == "t-one-old"], "the first distribution of a name wins"
+    assert ("t-egg", "t_egg", "hermes-t-egg", "0.5") in ours
+
+
+def test_entry_point_load(tmp_path, monkeypatch):
+    from hermes.manager import EntryPoint
+
+    (tmp_path / "t_ep_mod.py").write_text("class A:\n    class B:\n        x = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert EntryPoint("a", "t_ep_mod:A.B [extra]").load().x == 42
+    assert EntryPoint("b", " t_ep_mod ").load().__name__ == "t_ep_mod"
+    with pytest.raises(ValueError, match="malformed entry point c"):
+        EntryPoint("c", "not a module!").load()
+    sys.modules.pop("t_ep_mod", None)
