@@ -157,6 +157,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         self._write_lock = threading.RLock()
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
+        self._readers: dict[threading.Thread, sqlite3.Connection] = {}
         self._conns_lock = threading.Lock()
         self._closed = False
         self._precheck()
@@ -254,6 +255,15 @@ class SQLiteSessionStore(hermes.SessionStore):
         if conn is None:
             conn = self._open(write=False)
             self._local.conn = conn
+            with self._conns_lock:
+                # Tool calls run on short-lived threads: close the read connections of
+                # threads that have finished, so file handles do not pile up.
+                for thread, old in list(self._readers.items()):
+                    if not thread.is_alive():
+                        del self._readers[thread]
+                        self._conns.remove(old)
+                        old.close()
+                self._readers[threading.current_thread()] = conn
         return conn
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

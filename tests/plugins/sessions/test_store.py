@@ -154,6 +154,20 @@ def test_other_writers_wait_for_a_batch(store: SQLiteSessionStore, tmp_path: Pat
     other.close()
 
 
+def test_read_connections_of_finished_threads_are_closed(store: SQLiteSessionStore) -> None:
+    store.append_message("s", "user", "threaded reads")
+
+    def search() -> None:
+        assert len(store.search_messages("threaded")) == 1
+
+    for _ in range(20):
+        t = threading.Thread(target=search)
+        t.start()
+        t.join()
+    search()  # this thread's reader prunes the finished ones
+    assert len(store._readers) <= 2 and len(store._conns) <= 3
+
+
 def test_common_terms_rank_only_the_newest_matches(store: SQLiteSessionStore, monkeypatch) -> None:
     from hermes.plugins.sessions import store as store_module
 
