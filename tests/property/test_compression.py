@@ -66,9 +66,11 @@ def transcripts(draw: Any, max_turns: int = 24, start_id: int = 0, system: bool 
 
 
 def newest_user_content(messages: list[dict]) -> Any:
+    """The newest user request, as the user wrote it (a request that an earlier
+    compaction merged with its summary counts by its own text, not the summary's)."""
     for msg in reversed(messages):
         if msg["role"] == "user" and (msg.get("content") or "").strip():
-            return msg["content"]
+            return genuine(msg)
     return None
 
 
