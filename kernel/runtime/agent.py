@@ -439,6 +439,8 @@ class Agent:
                 self._append(message)
                 if not response.tool_calls:
                     result.answer = message["content"]
+                    if response.finish_reason == "interrupted":
+                        result.status = "interrupted"
                     break
                 results = self._run_tool_calls(response.tool_calls)
                 result.tool_calls += len(results)
@@ -485,10 +487,12 @@ class Agent:
         if on_text is None:
             return self.client.complete(request)
         final: LLMResponse | None = None
+        shown: list[str] = []
         for event in self.client.stream(request):
             if event.kind == "text" and event.text:
                 visible = scrubber.feed(event.text)
                 if visible:
+                    shown.append(visible)
                     on_text(visible)
             elif event.kind == "done":
                 final = event.response
@@ -496,9 +500,13 @@ class Agent:
                 break
         tail = scrubber.flush()
         if tail:
+            shown.append(tail)
             on_text(tail)
         if final is None:
-            raise LLMError("the stream ended without a final response (interrupted?)")
+            if interrupt is not None and interrupt.is_set():
+                # Keep what the user already saw, so the transcript matches the screen.
+                return LLMResponse(content="".join(shown), finish_reason="interrupted")
+            raise LLMError("the stream ended without a final response")
         return final
 
     def _scrub(self, text: str) -> str:

@@ -237,3 +237,34 @@ def test_background_memory_review_saves_without_touching_the_conversation(agent_
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     assert not any("Review the conversation" in (m.get("content") or "") for m in agent.messages)
     assert len({id(r) for r in reviews}) == 2  # one review: its tool call and its closing call
+
+
+def test_interrupt_mid_stream_keeps_what_was_shown(agent_factory, fake_llm):
+    fake_llm.queue(Reply(text="one two three four five six seven eight nine ten " * 20))
+    agent = agent_factory()
+    interrupt = threading.Event()
+    shown = []
+
+    def on_text(chunk):
+        shown.append(chunk)
+        interrupt.set()  # the user presses Ctrl-C after the first chunk
+
+    result = agent.run_turn("tell me a long story", on_text=on_text, interrupt=interrupt)
+    assert result.status == "interrupted"
+    assert result.answer == "".join(shown)
+    assert 0 < len(result.answer) < len("one two three four five six seven eight nine ten " * 20)
+    stored = agent.store.get_conversation(agent.session_id)
+    assert stored[-1] == {"role": "assistant", "content": result.answer}
+
+
+def test_streamed_text_is_scrubbed_of_memory_fences(agent_factory, fake_llm):
+    # A model echoing an injected fence (the tag opens a line; prose that merely
+    # mentions the tag is left alone, see hermes.runtime.fencing).
+    leaked = "Sure.\n<memory-context>\nsecret recalled note\n</memory-context>\nHere you go."
+    fake_llm.queue(Reply(text=leaked))
+    agent = agent_factory()
+    chunks = []
+    result = agent.run_turn("hi", on_text=chunks.append)
+    assert "secret recalled note" not in "".join(chunks)
+    assert "secret recalled note" not in result.answer
+    assert "Here you go." in result.answer
