@@ -540,20 +540,48 @@ def doctor(state: CLIState, as_json: bool) -> None:
 
 
 def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
-    """Checks of the selected components that cost no network: credentials, engines."""
+    """Checks of the selected components that cost no network: the LLM client's
+    credentials, the context engine's window, threshold and any blocked state, and the
+    external memory provider's availability."""
     lines: list[str] = []
     provider = kernel.selected("llm")
-    env_var = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}.get(provider)
     try:
-        configured = kernel.config.get("model.api_key")
-    except HermesError as exc:
-        problems.append(str(exc))
-        configured = None
-    if env_var and not configured and not os.environ.get(env_var) and not kernel.config.get("model.base_url"):
-        problems.append(f"no credentials for {provider}: set {env_var} or model.api_key "
-                        f"(e.g. {{$env: {env_var}}}) in config.yaml")
+        problem = kernel.llm_client().credentials_problem()
+    except Exception as exc:  # a broken client is itself the finding
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        problems.append(f"{provider}: {problem.splitlines()[0]}")
     else:
-        lines.append(f"credentials for {provider or '(none)'}: present")
+        lines.append(f"credentials for {provider}: present")
+    try:
+        engine = kernel.create("context-engine")
+        model = str(kernel.config.get("model.name"))
+        window = kernel.config.get("model.context_length") or kernel.llm_client().context_length(model)
+        if window:
+            engine.model_thresholds = dict(kernel.config.get("compression.model_thresholds") or {})
+            engine.update_model(model, int(window), provider=provider)
+        status = engine.get_status()
+        should, reason = engine.should_compress_info(0)
+        line = (f"context engine {engine.name}: window {status.get('context_length') or 'unknown'}, "
+                f"compacts at {status.get('threshold_tokens') or '?'} tokens")
+        if not should and reason:
+            line += f" (blocked: {reason})"
+        lines.append(line)
+    except Exception as exc:
+        problems.append(f"context engine: {type(exc).__name__}: {exc}")
+    try:
+        from .runtime.memory_manager import MemoryManager
+
+        memory = MemoryManager(kernel).status()
+        external = memory.get("external") or {}
+        if external.get("name"):
+            if external.get("available"):
+                lines.append(f"memory provider {external['name']}: available")
+            else:
+                problems.append(f"memory provider {external['name']} unavailable: "
+                                f"{external.get('reason') or 'no reason given'}")
+    except Exception as exc:
+        problems.append(f"memory: {type(exc).__name__}: {exc}")
     return lines
 
 
