@@ -282,13 +282,13 @@ def raw_bytes(msg: dict[str, Any]) -> int:
     return size
 
 
-def build_store(path: Path, corpus: Corpus, size: int) -> dict[str, Any]:
+def build_store(path: Path, chunks: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
     """Import the corpus through the importer's own write path (``import_sessions``:
     fingerprint check, ``create_session``, ``append_messages``, ``set_meta``, in store
-    batches). Corpus generation happens first, outside the timing."""
+    batches). The corpus is generated before, outside the timing."""
     sessions = [SourceSession(sid, msgs, {"source": "cli", "model": "bench-model",
                                           "started_at": msgs[0]["timestamp"]}, "bench", "bench")
-                for sid, msgs in corpus.messages(size)]
+                for sid, msgs in chunks]
     text_bytes = sum(raw_bytes(m) for s in sessions for m in s.messages)
     count = sum(len(s.messages) for s in sessions)
     store = SQLiteSessionStore(path)
@@ -306,7 +306,7 @@ CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, conte
 """
 
 
-def build_baseline(path: Path, corpus: Corpus, size: int, *, fts: bool) -> float:
+def build_baseline(path: Path, chunks: list[tuple[str, list[dict[str, Any]]]], *, fts: bool) -> float:
     """Raw SQLite: plain inserts in 5,000-row transactions; with ``fts``, plus a minimal
     external-content FTS5 index over content filled per batch. Returns seconds."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -331,7 +331,7 @@ def build_baseline(path: Path, corpus: Corpus, size: int, *, fts: bool) -> float
         next_id += len(rows)
         rows.clear()
 
-    for sid, msgs in corpus.messages(size):
+    for sid, msgs in chunks:
         for m in msgs:
             rows.append((next_id + len(rows), sid, m["role"], m.get("content"),
                          json.dumps(m["tool_calls"]) if m.get("tool_calls") else None,
@@ -411,9 +411,11 @@ def run_size(size: int, args: argparse.Namespace, workdir: Path) -> None:
     plain_path = workdir / f"plain-{size}.db"
     fts_path = workdir / f"fts-{size}.db"
 
-    built = build_store(store_path, corpus, size)
-    plain_s = build_baseline(plain_path, corpus, size, fts=False)
-    fts_s = build_baseline(fts_path, corpus, size, fts=True)
+    chunks = list(corpus.messages(size))
+    built = build_store(store_path, chunks)
+    plain_s = build_baseline(plain_path, chunks, fts=False)
+    fts_s = build_baseline(fts_path, chunks, fts=True)
+    del chunks
     n = built["messages"]
     emit(size=n, metric="bulk_import_msgs_per_s", value=round(n / built["seconds"]),
          baseline_plain_insert=round(n / plain_s), baseline_plain_fts5=round(n / fts_s),

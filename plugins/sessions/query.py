@@ -269,6 +269,8 @@ class Stage:
     #: drop terms too common to matter and rebuild ``match`` with :func:`relaxed_match`.
     terms: list[Term] = field(default_factory=list)
     negatives: list[Term] = field(default_factory=list)
+    #: ``"pairs"`` (at least two of ``terms``) or ``"any"`` (any one of them).
+    combine: str = ""
 
 
 def _like_sql(term: Term, table: str) -> tuple[str, list[str]]:
@@ -404,10 +406,14 @@ def relaxed_match(terms: list[Term], negatives: list[Term]) -> str:
     return _excluding("(" + " OR ".join(loosen(t) for t in terms) + ")", negatives)
 
 
-def pairs_match(terms: list[Term], negatives: list[Term]) -> str:
-    """At least two of the loosened terms: ``((a AND b) OR (a AND c) OR …)``."""
-    loose = [loosen(t) for t in terms[:MAX_PAIR_TERMS]]
-    pairs = [f"({a} AND {b})" for i, a in enumerate(loose) for b in loose[i + 1:]]
+def pairs_match(terms: list[Term], negatives: list[Term], common: list[bool] | None = None) -> str:
+    """At least two of the loosened terms: ``((a AND b) OR (a AND c) OR …)``. Pairs of
+    two terms flagged ``common`` are left out (they match too much to mean anything)."""
+    terms = terms[:MAX_PAIR_TERMS]
+    flags = (common or [False] * len(terms))[: len(terms)]
+    loose = [loosen(t) for t in terms]
+    pairs = [f"({loose[i]} AND {loose[j]})" for i in range(len(loose)) for j in range(i + 1, len(loose))
+             if not (flags[i] and flags[j])]
     return _excluding("(" + " OR ".join(pairs) + ")", negatives)
 
 
@@ -417,9 +423,11 @@ def _relaxed_words(terms: list[Term], negatives: list[Term]) -> list[Stage]:
     of them (where a store may drop terms too common to matter)."""
     stages = []
     if len(terms) >= 2:
-        stages.append(Stage("relaxed", "words", match=pairs_match(terms, negatives)))
+        stages.append(Stage("relaxed", "words", match=pairs_match(terms, negatives),
+                            terms=list(terms[:MAX_PAIR_TERMS]), negatives=list(negatives),
+                            combine="pairs"))
     stages.append(Stage("relaxed", "words", match=relaxed_match(terms, negatives),
-                        terms=list(terms), negatives=list(negatives)))
+                        terms=list(terms), negatives=list(negatives), combine="any"))
     return stages
 
 

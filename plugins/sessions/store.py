@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import hermes
 
 from . import schema
-from .query import RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
+from .query import RELAX_BELOW, Stage, loosen, pairs_match, parse, plan, relaxed_match
 
 log = logging.getLogger("hermes.sessions")
 
@@ -297,13 +297,25 @@ class SQLiteSessionStore(hermes.SessionStore):
         pause = random.uniform(0.002, 0.03) if waited < 2.0 else random.uniform(0.05, 0.3)
         time.sleep(max(0.0, min(pause, patience - waited)))
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T], *, timeout: float | None = None) -> T:
+    def _write(self, fn: Callable[[sqlite3.Connection], T], *, timeout: float | None = None,
+               savepoint: bool = True) -> T:
         """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying on a busy
         database with jittered sleeps until ``timeout`` (default ``write_timeout``).
-        Inside :meth:`batch` it runs in the batch's transaction, under a savepoint."""
+
+        Inside :meth:`batch` it runs in the batch's transaction, under a savepoint so a
+        failing write leaves nothing behind. Appends skip the savepoint (it copies every
+        page they touch, a quarter of an import's time): their parameters are checked
+        before any statement runs, and a database error aborts the whole batch.
+        """
         if self._closed:
             raise hermes.StoreError(f"the session store on {self.path} is closed")
         conn = self._writer
+        if self._batch_start() is not None and not savepoint:
+            try:
+                return fn(conn)
+            except sqlite3.Error:
+                self._local.batch_failed = True
+                raise
         if self._batch_start() is not None:
             conn.execute("SAVEPOINT hermes_write")
             try:
@@ -372,7 +384,11 @@ class SQLiteSessionStore(hermes.SessionStore):
                 self._local.batch = conn.execute(
                     "SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
                 conn.execute("INSERT INTO state_meta (key, value) VALUES ('fts_deferred', '1')")
+                self._local.batch_failed = False
                 yield
+                if self._local.batch_failed:
+                    raise hermes.StoreError(
+                        f"a write to {self.path} failed inside a batch; the batch was rolled back")
                 self._flush_pending(conn)
                 conn.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
                 conn.execute("COMMIT")
@@ -756,14 +772,24 @@ class SQLiteSessionStore(hermes.SessionStore):
 
     @staticmethod
     def _message_params(session_id: str, m: dict[str, Any], now: float) -> tuple[Any, ...]:
-        role = str(m.get("role") or "user")
-        tool_calls = m.get("tool_calls") or None
+        """The INSERT parameters of one message, every one of them bindable (so a write
+        cannot fail half way on bad input): text fields as clean strings, numbers as
+        numbers, anything unusable as ``None``."""
         ts = m.get("timestamp")
+        try:
+            when = float(ts) if ts is not None else now
+        except (TypeError, ValueError):
+            when = now
+        count = m.get("token_count")
+        try:
+            tokens = int(count) if count is not None else None
+        except (TypeError, ValueError):
+            tokens = None
         return (
-            session_id, role, _content_text(m.get("content")), m.get("tool_call_id"),
-            _encode_json(tool_calls), m.get("tool_name") or m.get("name"),
-            float(ts) if ts is not None else now, m.get("token_count"),
-            m.get("finish_reason"), m.get("reasoning"),
+            str(session_id), _text(str(m.get("role") or "user")), _text(_content_text(m.get("content"))),
+            _text(m.get("tool_call_id")), _text(_encode_json(m.get("tool_calls") or None)),
+            _text(m.get("tool_name") or m.get("name")), when, tokens,
+            _text(m.get("finish_reason")), _text(m.get("reasoning")),
         )
 
     @staticmethod
@@ -832,7 +858,8 @@ class SQLiteSessionStore(hermes.SessionStore):
             "tool_call_id": tool_call_id, "token_count": token_count,
             "finish_reason": finish_reason, "reasoning": reasoning, "timestamp": timestamp,
         }
-        return self._write(lambda c: self._insert_messages(c, session_id, [message], bulk=False))[0]
+        return self._write(lambda c: self._insert_messages(c, session_id, [message], bulk=False),
+                           savepoint=False)[0]
 
     #: Messages per transaction in :meth:`append_messages` (bounds lock hold time).
     BULK_BATCH = 5000
@@ -842,7 +869,8 @@ class SQLiteSessionStore(hermes.SessionStore):
         batch = list(messages)
         for start in range(0, len(batch), self.BULK_BATCH):
             chunk = batch[start:start + self.BULK_BATCH]
-            ids += self._write(lambda c, chunk=chunk: self._insert_messages(c, session_id, chunk, bulk=True))
+            ids += self._write(lambda c, chunk=chunk: self._insert_messages(c, session_id, chunk, bulk=True),
+                               savepoint=False)
         return ids
 
     def _message_row(self, row: sqlite3.Row) -> dict[str, Any]:
@@ -917,18 +945,23 @@ class SQLiteSessionStore(hermes.SessionStore):
         return self._read(run)
 
     def _drop_common_terms(self, conn: sqlite3.Connection, stage: Stage) -> Stage:
-        """A relaxed OR over a word as common as "database" ranks every message that has
-        it, and adds little: its BM25 weight is small. Drop such terms (probing at most
-        ``cap`` postings each) as long as a rarer one is left."""
+        """A word as common as "database" matches a large share of all messages and adds
+        little to a relaxed query, yet it would make the query rank (and window) mostly
+        unrelated messages. Probe each term (at most ``cap`` postings) and, as long as a
+        rarer term is left, drop the common ones from an "any" stage and drop the pairs
+        of two common terms from a "pairs" stage."""
         if stage.index != "words" or len(stage.terms) < 2:
             return stage
         total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
-        rare = [t for t in stage.terms if conn.execute(
+        common = [conn.execute(
             "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-            (loosen(t), cap)).fetchone()[0] < cap]
-        if not rare or len(rare) == len(stage.terms):
+            (loosen(t), cap)).fetchone()[0] >= cap for t in stage.terms]
+        if all(common) or not any(common):
             return stage
+        if stage.combine == "pairs":
+            return dataclasses.replace(stage, match=pairs_match(stage.terms, stage.negatives, common))
+        rare = [t for t, c in zip(stage.terms, common, strict=True) if not c]
         return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives), terms=rare)
 
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
@@ -1029,6 +1062,21 @@ class SQLiteSessionStore(hermes.SessionStore):
 # --------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: Any) -> str | None:
+    """A string SQLite can store: lone surrogates (from broken sources) become U+FFFD,
+    non-strings their ``str()``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = str(value)
+    if not value.isascii() and _SURROGATE_RE.search(value):
+        value = _SURROGATE_RE.sub("\ufffd", value)
+    return value
 
 
 def _glob_escape(text: str) -> str:

@@ -100,10 +100,19 @@ def test_indexes_follow_updates_and_deletes(store: SQLiteSessionStore) -> None:
         assert conn.execute("SELECT count(*) FROM messages_fts_trigram").fetchone()[0] == 0
 
 
+def _fail_on(store: SQLiteSessionStore, content: str) -> None:
+    """Make the store's own connection fail inserting a message with this content (a
+    real SQLite error in the middle of a write, as a full disk would give)."""
+    store._writer.execute(
+        "CREATE TEMP TRIGGER fail_insert BEFORE INSERT ON main.messages "
+        f"WHEN new.content = '{content}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+
+
 def test_failed_bulk_write_leaves_nothing(store: SQLiteSessionStore) -> None:
     sid = store.create_session()
     store.append_message(sid, "user", "kept")
-    bad = [{"role": "user", "content": "fine"}, {"role": "user", "content": "bad", "token_count": {"not": "bindable"}}]
+    _fail_on(store, "boom")
+    bad = [{"role": "user", "content": "fine"}, {"role": "user", "content": "boom"}]
     with pytest.raises(sqlite3.Error):
         store.append_messages(sid, bad)
     assert [m["content"] for m in store.get_messages(sid)] == ["kept"]
@@ -113,6 +122,31 @@ def test_failed_bulk_write_leaves_nothing(store: SQLiteSessionStore) -> None:
     store.append_message(sid, "user", "indexed again")
     assert len(store.search_messages("indexed again")) == 1
     assert store.check_integrity() == []
+
+
+def test_a_failed_write_dooms_its_batch(store: SQLiteSessionStore) -> None:
+    store.append_message("before", "user", "outside")
+    _fail_on(store, "boom")
+    with pytest.raises(hermes.StoreError, match="rolled back"):
+        with store.batch():
+            store.append_messages("a", [{"role": "user", "content": "first of the batch"}])
+            with pytest.raises(sqlite3.Error):
+                store.append_messages("b", [{"role": "user", "content": "ok"}, {"role": "user", "content": "boom"}])
+            store.append_messages("c", [{"role": "user", "content": "after the failure"}])
+    for sid in ("a", "b", "c"):
+        assert store.get_session(sid) is None
+    assert [m["content"] for m in store.get_messages("before")] == ["outside"]
+    assert store.get_meta("fts_deferred") is None and store.check_integrity() == []
+
+
+def test_unusable_values_never_fail_an_append(store: SQLiteSessionStore) -> None:
+    mid = store.append_message("s", "user", "broken \ud800 surrogate", token_count="many",
+                               finish_reason=3, timestamp="yesterday")  # type: ignore[arg-type]
+    row = store.get_messages("s")[0]
+    assert row["id"] == mid and row["content"] == "broken \ufffd surrogate"
+    assert row["token_count"] is None and row["finish_reason"] == "3" and row["timestamp"] > 0
+    store.append_messages("s", [{"role": "user", "content": ["part one", {"type": "text", "text": "part two"}]}])
+    assert store.get_messages("s")[1]["content"] == "part one\npart two"
 
 
 def test_batch_is_one_transaction(store: SQLiteSessionStore) -> None:
