@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+#: Prefix terms need this many characters (shorter ones are searched as whole words).
+MIN_PREFIX = 3
 #: Longer input is cut before parsing (nobody types more; it bounds the work).
 MAX_QUERY_CHARS = 2048
 #: At most this many terms are used (the rest are ignored); bounds OR fan-out.
@@ -128,6 +130,8 @@ def _clean_word(word: str) -> Term | None:
     core = core.replace("*", " ").strip()
     if not core or not _has_word_char(core):
         return None
+    if prefix and len(core) < MIN_PREFIX:
+        prefix = False  # "do*" would expand to every word starting with "do": search "do"
     # Interior punctuation (chat-send, P2.2, my-app.config.ts, snake_case, foo@bar.com):
     # the tokenizer would split it into AND-ed words; match the pieces in order instead.
     compound = any(not (ch.isalnum() or ch == " ") for ch in core) or " " in core
@@ -204,19 +208,51 @@ def to_fts5(groups: list[list[Term]], *, prefix: bool = True) -> str:
     return " OR ".join(rendered)
 
 
+#: Words so common that requiring them filters nothing while ranking them costs a scan
+#: of a huge posting list: left out of a strict query when another word remains in its
+#: group (inside quoted phrases they always count).
+NOISE_WORDS = frozenset(
+    "a an the of to in on at by for and or is are was were be been it its this that "
+    "with as from i we you".split()
+)
+
+
+def strict_groups(parsed: ParsedQuery) -> list[list[Term]]:
+    """The groups of the strict query: noise words dropped where other words remain."""
+    out = []
+    for group in parsed.groups:
+        def noise(t: Term) -> bool:
+            return not (t.phrase or t.prefix or t.negated) and t.text.lower() in NOISE_WORDS
+        kept = [t for t in group if not noise(t)]
+        out.append(kept if any(not t.negated for t in kept) else group)
+    return out
+
+
 def sanitize(query: str | None) -> str:
     """The strict FTS5 expression for ``query`` (``""`` when nothing is searchable).
     Handy for debugging and for stores that pass FTS5 syntax through."""
-    return to_fts5(parse(query).groups)
+    return to_fts5(strict_groups(parse(query)))
 
 
 def informative(term: Term) -> bool:
-    """Whether a term carries topic: phrases and prefixes always do; single words do
-    unless they are stop words or a single Latin character."""
-    if term.phrase or term.prefix or term.cjk:
+    """Whether a term carries topic: prefixes and CJK always do; words unless they are
+    stop words or a single Latin character; phrases when any of their words does
+    ("what's" does not)."""
+    if term.prefix or term.cjk:
         return True
+    if term.phrase:
+        return any(informative(Term(w)) for w in _WORD_RUN_RE.findall(term.text))
     word = term.text.lower()
     return word not in STOP_WORDS and (len(word) > 1 or not word.isascii())
+
+
+def costly_to_rank(groups: list[list[Term]]) -> bool:
+    """Whether a query has a phrase made partly of noise words ("the config"). BM25 first
+    counts every message containing each phrase, which for such a phrase means checking
+    positions in two huge posting lists; its matches are exact already, so they are
+    listed newest first instead."""
+    return any(t.phrase and not t.negated and any(w.lower() in NOISE_WORDS for w in _WORD_RUN_RE.findall(t.text))
+               for g in groups for t in g)
 
 
 #: Endings stripped by :func:`stem` (longest first). Crude on purpose: the relaxed stage
@@ -265,6 +301,8 @@ class Stage:
     where: str = ""
     params: list[str] = field(default_factory=list)
     highlight: list[str] = field(default_factory=list)
+    #: False: list matches newest first instead of by relevance (see ``costly_to_rank``).
+    ranked: bool = True
     #: For relaxed word stages: the OR-ed terms and the excluded ones, so a store can
     #: drop terms too common to matter and rebuild ``match`` with :func:`relaxed_match`.
     terms: list[Term] = field(default_factory=list)
@@ -339,7 +377,8 @@ def plan(query: str | None, *, fallback: bool = True) -> list[Stage]:
     if parsed.cjk:
         stages.append(_cjk_strict(parsed, trigram_table))
     else:
-        stages.append(Stage("strict", "words", match=to_fts5(parsed.groups)))
+        groups = strict_groups(parsed)
+        stages.append(Stage("strict", "words", match=to_fts5(groups), ranked=not costly_to_rank(groups)))
     if not fallback:
         return stages
 
@@ -432,7 +471,8 @@ def _relaxed_words(terms: list[Term], negatives: list[Term]) -> list[Stage]:
 
 
 __all__ = [
-    "CJK_GLOB", "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "RELAX_BELOW", "STOP_WORDS",
+    "CJK_GLOB", "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "NOISE_WORDS", "RELAX_BELOW",
+    "STOP_WORDS", "costly_to_rank", "strict_groups",
     "ParsedQuery", "Stage", "Term", "has_cjk", "informative", "like_pattern", "parse",
     "loosen", "pairs_match", "plan", "relaxed_match", "sanitize", "stem", "to_fts5",
 ]

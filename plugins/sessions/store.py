@@ -982,26 +982,31 @@ class SQLiteSessionStore(hermes.SessionStore):
             where.append(f"m.id NOT IN ({','.join('?' * len(exclude))})")
             params += exclude
         joins = (f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id")
-        if stage.match is not None:
-            # Ranking scores every match, so a common word over a million messages costs
-            # hundreds of milliseconds. Rank at most the newest RANK_WINDOW matches: walking
-            # a posting list newest-first without scoring is cheap, and when there are more
-            # matches than that, the newest are the ones worth recalling first.
+        by_recency = stage.match is None or not stage.ranked
+        if stage.match is not None and stage.ranked:
+            # BM25 scores every match and first counts, for each term, every message that
+            # has it: a query whose matches run into the thousands costs hundreds of
+            # milliseconds over a million messages. Walking the matches newest-first
+            # without scoring is cheap, so look at most RANK_WINDOW deep that way; when
+            # there are more matches than that, the query is too unspecific for relevance
+            # to mean much and the newest matches are the ones worth recalling first.
             probe_joins = joins if (filter_sql or exclude) else ""
             newest = conn.execute(
                 f"SELECT {table}.rowid FROM {table} {probe_joins} WHERE {' AND '.join(where)} "
                 f"ORDER BY {table}.rowid DESC LIMIT ?", (*params, RANK_WINDOW)).fetchall()
             if len(newest) >= RANK_WINDOW:
+                by_recency = True
                 where.append(f"{table}.rowid >= ?")
                 params.append(newest[-1][0])
         if stage.match is not None and not stage.highlight:
             tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
             snippet = f"snippet({table}, -1, '>>>', '<<<', '...', {tokens})"
-            score = order = f"{table}.rank"
-        elif stage.match is not None:
-            snippet, score, order = "NULL", f"{table}.rank", f"{table}.rank"
         else:
-            snippet, score, order = "NULL", "0.0", "m.timestamp DESC, m.id DESC"
+            snippet = "NULL"
+        if by_recency:  # newest first: the index walks its rows in that order and stops early
+            score, order = "0.0", f"{table}.rowid DESC"
+        else:
+            score = order = f"{table}.rank"
         sql = (
             f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, "
             f"s.source, s.model, s.started_at AS session_started, s.title AS session_title, "

@@ -26,10 +26,11 @@ from hermes.plugins.sessions.query import (
     ("deploy*", '"deploy"*'),
     ("***", ""),
     ("*deploy", '"deploy"'),
-    ("de**", '"de"*'),
+    ("dep**", '"dep"*'),
+    ("do*", '"do"'),  # prefixes need three characters
     ('"exact phrase" other', '"exact phrase" AND "other"'),
     ('"unterminated', '"unterminated"'),
-    ('say "hi" and "bye', '"say" AND "hi" AND "and" AND "bye"'),
+    ('say "hi" and "bye', '"say" AND "hi" AND "bye"'),  # noise words go when others remain
     ("C++", '"C"'),
     ("(problem", '"problem"'),
     ("{test}", '"test"'),
@@ -44,13 +45,21 @@ from hermes.plugins.sessions.query import (
     ("col:value", '"col:value"'),
     ("foo@bar.com", '"foo@bar.com"'),
     ('say "it""s"', '"say" AND "it" AND "s"'),
-    ("and or not", '"and" AND "or" AND "not"'),
+    ("and or not", '"not"'),
+    ("the a", '"the" AND "a"'),  # only noise: kept
+    ('"to the" end', '"to the" AND "end"'),  # phrases keep every word
     ("", ""),
     ("   ", ""),
     ("— … !!", ""),
 ])
 def test_sanitize(query: str, expected: str) -> None:
     assert sanitize(query) == expected
+
+
+def test_phrases_of_noise_words_are_listed_newest_first() -> None:
+    assert plan('"the config"')[0].ranked is False
+    assert plan('"config file"')[0].ranked is True
+    assert plan("the config")[0].ranked is True  # a loose noise word is simply dropped
 
 
 def test_input_and_terms_are_bounded() -> None:
@@ -79,7 +88,7 @@ def test_plan_latin_question_relaxes_to_informative_terms() -> None:
 
 def test_plan_single_term_has_nothing_to_relax() -> None:
     assert [s.mode for s in plan("postgres")] == ["strict"]
-    assert [s.match for s in plan("the postgres")] == ['"the" AND "postgres"', '("postgr"*)']
+    assert [s.match for s in plan("the postgres")] == ['"postgres"', '("postgr"*)']
     assert [s.mode for s in plan("what is it")] == ["strict"]  # only stop words
 
 
