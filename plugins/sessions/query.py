@@ -307,7 +307,8 @@ class Stage:
     #: drop terms too common to matter and rebuild ``match`` with :func:`relaxed_match`.
     terms: list[Term] = field(default_factory=list)
     negatives: list[Term] = field(default_factory=list)
-    #: ``"pairs"`` (at least two of ``terms``) or ``"any"`` (any one of them).
+    #: ``"pairs"`` (at least two of ``terms``), ``"any"`` (any one of them) or
+    #: ``"all_pairs"`` (pairs again, for a store that dropped pairs of common words).
     combine: str = ""
 
 
@@ -467,6 +468,12 @@ def _relaxed_words(terms: list[Term], negatives: list[Term]) -> list[Stage]:
                             combine="pairs"))
     stages.append(Stage("relaxed", "words", match=relaxed_match(terms, negatives),
                         terms=list(terms), negatives=list(negatives), combine="any"))
+    if len(terms) >= 2:
+        # Last resort, when a store dropped pairs of common words above: they may still
+        # meet in one message ("maximum upload size" → upload AND size).
+        stages.append(Stage("relaxed", "words", match=pairs_match(terms, negatives),
+                            terms=list(terms[:MAX_PAIR_TERMS]), negatives=list(negatives),
+                            combine="all_pairs"))
     return stages
 
 

@@ -929,6 +929,7 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         def run(conn: sqlite3.Connection) -> list[hermes.SearchHit]:
             hits: list[hermes.SearchHit] = []
+            seen: dict[str, bool] = {}
             for number, stage in enumerate(stages):
                 if number and len(hits) >= RELAX_BELOW:
                     break
@@ -936,7 +937,7 @@ class SQLiteSessionStore(hermes.SessionStore):
                     break
                 exclude = [h["id"] for h in hits]
                 hits += self._run_stage(conn, stage, query, filter_sql, filter_params,
-                                        need - len(hits), exclude)
+                                        need - len(hits), exclude, seen)
             page = hits[offset:need]
             for hit in page:
                 hit["context"] = _context(conn, hit["session_id"], hit["id"])
@@ -944,19 +945,29 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         return self._read(run)
 
-    def _drop_common_terms(self, conn: sqlite3.Connection, stage: Stage) -> Stage:
+    def _drop_common_terms(self, conn: sqlite3.Connection, stage: Stage,
+                           seen: dict[str, bool]) -> Stage | None:
         """A word as common as "database" matches a large share of all messages and adds
-        little to a relaxed query, yet it would make the query rank (and window) mostly
-        unrelated messages. Probe each term (at most ``cap`` postings) and, as long as a
-        rarer term is left, drop the common ones from an "any" stage and drop the pairs
-        of two common terms from a "pairs" stage."""
+        little to a relaxed query, yet it would make the query rank (or window) mostly
+        unrelated messages. Probe each term (at most ``cap`` postings; ``seen`` caches
+        the answers for one search) and, as long as a rarer term is left, drop the common
+        ones from an "any" stage and the pairs of two common terms from a "pairs" stage.
+        The last-resort "all_pairs" stage runs only when such pairs were dropped (``None``:
+        skip it)."""
         if stage.index != "words" or len(stage.terms) < 2:
-            return stage
+            return None if stage.combine == "all_pairs" else stage
         total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
-        common = [conn.execute(
-            "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-            (loosen(t), cap)).fetchone()[0] >= cap for t in stage.terms]
+        common = []
+        for term in stage.terms:
+            expr = loosen(term)
+            if expr not in seen:
+                seen[expr] = conn.execute(
+                    "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
+                    (expr, cap)).fetchone()[0] >= cap
+            common.append(seen[expr])
+        if stage.combine == "all_pairs":
+            return stage if sum(common) >= 2 and not all(common) else None
         if all(common) or not any(common):
             return stage
         if stage.combine == "pairs":
@@ -965,9 +976,13 @@ class SQLiteSessionStore(hermes.SessionStore):
         return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives), terms=rare)
 
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
-                   filter_params: list[Any], count: int, exclude: list[int]) -> list[hermes.SearchHit]:
+                   filter_params: list[Any], count: int, exclude: list[int],
+                   seen: dict[str, bool]) -> list[hermes.SearchHit]:
         table = "messages_fts" if stage.index == "words" else "messages_fts_trigram"
-        stage = self._drop_common_terms(conn, stage)
+        pruned = self._drop_common_terms(conn, stage, seen)
+        if pruned is None:
+            return []
+        stage = pruned
         where, params = [], []
         if stage.match is not None:
             where.append(f"{table} MATCH ?")

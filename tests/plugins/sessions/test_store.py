@@ -228,6 +228,17 @@ def test_relaxed_queries_drop_very_common_terms(store: SQLiteSessionStore, monke
     assert hits[0]["session_id"] == "old" and hits[0]["mode"] == "relaxed"
 
 
+def test_two_common_words_meeting_is_a_last_resort(store: SQLiteSessionStore, monkeypatch) -> None:
+    from hermes.plugins.sessions import store as store_module
+
+    monkeypatch.setattr(store_module, "COMMON_MIN", 5)
+    store.append_messages("noise", [{"role": "user", "content": f"upload {i}"} for i in range(20)]
+                          + [{"role": "user", "content": f"size {i}"} for i in range(20)])
+    store.append_messages("fact", [{"role": "user", "content": "max upload size is 25 MB"}])
+    hits = store.search_messages("what is the maximum upload size?")
+    assert hits[0]["session_id"] == "fact" and hits[0]["mode"] == "relaxed"
+
+
 def test_lineage_walks_survive_cycles(store: SQLiteSessionStore) -> None:
     a = store.create_session("a", started_at=100)
     b = store.create_session("b", parent_session_id=a, started_at=200)
