@@ -469,8 +469,8 @@ def _relaxed_words(terms: list[Term], negatives: list[Term]) -> list[Stage]:
     stages.append(Stage("relaxed", "words", match=relaxed_match(terms, negatives),
                         terms=list(terms), negatives=list(negatives), combine="any"))
     if len(terms) >= 2:
-        # Last resort, when a store dropped pairs of common words above: they may still
-        # meet in one message ("maximum upload size" → upload AND size).
+        # Last resort, when a store dropped pairs of common words above and nothing was
+        # found: they may still meet in one message ("maximum upload size" → upload AND size).
         stages.append(Stage("relaxed", "words", match=pairs_match(terms, negatives),
                             terms=list(terms[:MAX_PAIR_TERMS]), negatives=list(negatives),
                             combine="all_pairs"))

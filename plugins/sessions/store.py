@@ -935,6 +935,8 @@ class SQLiteSessionStore(hermes.SessionStore):
                     break
                 if len(hits) >= need:
                     break
+                if stage.combine == "all_pairs" and hits:
+                    continue  # the costly last resort is for questions nothing else answered
                 exclude = [h["id"] for h in hits]
                 hits += self._run_stage(conn, stage, query, filter_sql, filter_params,
                                         need - len(hits), exclude, seen)
