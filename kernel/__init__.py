@@ -48,8 +48,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".runtime.prompt": (
         "BuiltPrompt", "LayerReport", "PromptBuilder", "preview_prompt", "prompt_hash",
     ),
-    ".runtime.memory_manager": ("MemoryManager",),
+    ".runtime.memory_manager": ("MemoryManager", "is_trivial_prompt"),
     ".safety": ("Threat", "scan_for_threats",),
+    ".workers": ("BackgroundSlot", "CircuitBreaker", "SerialWorker"),
     ".util": (
         "atomic_write_text", "estimate_messages_tokens", "estimate_tokens", "file_lock",
         "is_cjk",
@@ -73,6 +74,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BackgroundSlot",
+    "CircuitBreaker",
+    "SerialWorker",
+    "is_trivial_prompt",
     "MEMORY_CONTEXT_MAX_CHARS",
     "PLUGIN_API_VERSION",
     "SUMMARY_END_MARKER",

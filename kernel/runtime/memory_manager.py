@@ -49,12 +49,12 @@ DEFAULT_RESERVED = frozenset({"memory", "session_search", "delegate_task"})
 #: Recalled text longer than this is cut, so one provider cannot flood a request.
 MAX_PREFETCH_CHARS = 16_000
 
-_TRIVIAL = re.compile(
-    r"^(?:y|n|k|ok(?:ay)?|yes|yep|yeah|no|nope|sure|thanks?|thank you|thx|ty|hi|hello|hey|"
-    r"continue|go on|go ahead|proceed|next|done|lgtm|cool|nice|great|good|perfect|got it|"
-    r"right|fine|alright|np)[\s.!?]*$",
-    re.IGNORECASE,
-)
+# One or more bare acknowledgements or greetings ("ok", "ok thanks!", "yes, go on"); words
+# must be separated, so matching stays linear on any input.
+_ACK = (r"(?:y|n|k|ok(?:ay)?|yes|yep|yeah|no|nope|sure|thanks?|thank you|thx|ty|hi|hello|hey|"
+        r"continue|go on|go ahead|proceed|next|done|lgtm|cool|nice|great|good|perfect|got it|"
+        r"right|fine|alright|np)")
+_TRIVIAL = re.compile(rf"^{_ACK}(?:[\s,.!?]+{_ACK})*[\s,.!?]*$", re.IGNORECASE)
 
 # Unavailable providers already reported, per kernel: "reported once", not once per agent.
 _REPORTED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()

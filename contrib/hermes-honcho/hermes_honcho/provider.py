@@ -23,8 +23,7 @@ import threading
 from typing import Any
 
 import hermes
-
-from ._background import BackgroundSlot, CircuitBreaker, SerialWorker, is_trivial_prompt
+from hermes import BackgroundSlot, CircuitBreaker, SerialWorker, is_trivial_prompt
 
 log = logging.getLogger("hermes.honcho")
 

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes
-
-from ._background import BackgroundSlot, CircuitBreaker, SerialWorker, is_trivial_prompt
+from hermes import BackgroundSlot, CircuitBreaker, SerialWorker, is_trivial_prompt
 
 log = logging.getLogger("hermes.mem0")
 

@@ -18,9 +18,9 @@ from typing import Any
 import hermes_mem0
 import pytest
 from hermes_mem0 import Mem0Paused, Mem0Provider
-from hermes_mem0._background import CircuitBreaker, is_trivial_prompt
 
 import hermes
+from hermes import CircuitBreaker, is_trivial_prompt
 from hermes.testing.conformance import MemoryProviderConformance
 from hermes.testing.fakellm import Reply
 

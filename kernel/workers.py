@@ -1,30 +1,20 @@
-"""Small concurrency helpers: a circuit breaker, a serial daemon worker and a one-slot
-background prefetch. Standard library only, so importing the plugin stays cheap."""
+"""Concurrency helpers for memory providers and other plugins that talk to slow or flaky
+backends: a circuit breaker, a serial daemon worker and a one-slot background prefetch.
+
+Standard library only, so a plugin importing them stays cheap. Public as
+``hermes.CircuitBreaker``, ``hermes.SerialWorker`` and ``hermes.BackgroundSlot``.
+"""
 
 from __future__ import annotations
 
 import logging
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("hermes.mem0")
-
-# Bare acknowledgements and slash commands carry nothing worth a memory search.
-_TRIVIAL = re.compile(
-    r"^\s*(?:/\S.*|(?:(?:ok(?:ay)?|k|yes|yep|yeah|no|nope|sure|thanks?|thank you|thx|ty|hi|"
-    r"hello|hey|continue|go on|go ahead|lgtm|done|cool|nice|great)[\s,.!?]*)*)\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def is_trivial_prompt(text: str) -> bool:
-    """True for empty text, slash commands and bare acknowledgements ("ok", "thanks")."""
-    return bool(_TRIVIAL.match(text or ""))
-
+log = logging.getLogger("hermes.workers")
 
 class CircuitBreaker:
     """Stops calling a failing backend for a while.
