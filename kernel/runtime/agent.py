@@ -572,9 +572,8 @@ class Agent:
             except (ValueError, HermesError) as exc:
                 log.debug("could not title the continuation: %s", exc)
         self.session_id = new_id
-        self.messages = []
-        for message in after:
-            self._append(dict(message))
+        self.messages = [dict(m) for m in after]
+        self.store.append_messages(new_id, self.messages)  # one transaction
         self.memory.on_session_switch(new_id, parent_session_id=old_id)
         self.system_prompt = None
         self.system_prompt = self.ensure_system_prompt() + self._compaction_note
