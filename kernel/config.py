@@ -409,6 +409,23 @@ class Config:
         """The settings a plugin keeps under ``plugins.<name>``."""
         return self.section(f"plugins.{name}")
 
+    def plugin_lenient(self, name: str) -> tuple[dict[str, Any], str]:
+        """``(settings, error)``: the keys of ``plugins.<name>`` whose references resolve,
+        and the first :class:`ConfigError` (an unset ``{$env: VAR}``) as text, or ``""``.
+        For plugins that report an unresolvable secret as "unavailable, because …"
+        instead of failing to build."""
+        try:
+            return self.plugin(name), ""
+        except ConfigError as exc:
+            raw = self.raw(f"plugins.{name}") or {}
+            settings: dict[str, Any] = {}
+            for key in raw if isinstance(raw, dict) else ():
+                try:
+                    settings[key] = self.get(f"plugins.{name}.{key}")
+                except ConfigError:
+                    continue
+            return settings, str(exc)
+
     def as_dict(self, *, resolve: bool = False) -> dict[str, Any]:
         """The whole effective configuration (references kept unless ``resolve``)."""
         return self._resolve(copy.deepcopy(self._data), "") if resolve else copy.deepcopy(self._data)

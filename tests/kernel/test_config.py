@@ -420,3 +420,16 @@ def test_property_writes_keep_comments_and_data(tmp_path_factory, case):
     assert yaml.safe_load(text) == expected
     for i in range(len(lines)):
         assert f"# comment {i}" in text
+
+
+def test_plugin_lenient_keeps_what_resolves_and_reports_the_rest(tmp_path, monkeypatch):
+    from hermes.config import Config
+
+    monkeypatch.delenv("HERMES_TEST_UNSET_KEY", raising=False)
+    config = Config({"plugins": {"demo": {"api_key": {"$env": "HERMES_TEST_UNSET_KEY"},
+                                          "base_url": "http://x"}}}, home=tmp_path)
+    settings, error = config.plugin_lenient("demo")
+    assert settings == {"base_url": "http://x"}
+    assert "HERMES_TEST_UNSET_KEY" in error and "plugins.demo.api_key" in error
+    monkeypatch.setenv("HERMES_TEST_UNSET_KEY", "k")
+    assert config.plugin_lenient("demo") == ({"api_key": "k", "base_url": "http://x"}, "")

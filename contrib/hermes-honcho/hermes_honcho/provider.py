@@ -113,7 +113,7 @@ class HonchoProvider(hermes.MemoryProvider):
     ``settings`` (tests, embedding) overrides ``plugins.honcho`` from the config."""
 
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
-        configured, self.config_error = _plugin_settings(kernel, "honcho")
+        configured, self.config_error = kernel.config.plugin_lenient("honcho") if kernel is not None else ({}, "")
         merged = dict(DEFAULTS)
         for source in (configured, settings or {}):
             merged.update({k: v for k, v in source.items() if v is not None})
@@ -428,23 +428,6 @@ class HonchoProvider(hermes.MemoryProvider):
                 "ai_peer": self.ai_peer_id, "session": self.session_id,
                 "available": self.is_available(), "reason": self.unavailable_reason() or None,
                 "breaker": self.breaker.status()}
-
-
-def _plugin_settings(kernel: Any, name: str) -> tuple[dict[str, Any], str]:
-    """``plugins.<name>`` resolved, and the config error if a value could not be (an unset
-    ``{$env: VAR}``): the other keys still apply and the error becomes the reason the
-    provider is unavailable, instead of a provider that cannot be built."""
-    if kernel is None:
-        return {}, ""
-    try:
-        return kernel.plugin_config(name), ""
-    except hermes.ConfigError as exc:
-        raw = kernel.config.raw(f"plugins.{name}") or {}
-        settings: dict[str, Any] = {}
-        for key in raw if isinstance(raw, dict) else ():
-            with contextlib.suppress(hermes.ConfigError):
-                settings[key] = kernel.config.get(f"plugins.{name}.{key}")
-        return settings, str(exc)
 
 
 def _importable(module: str) -> bool:

@@ -120,7 +120,7 @@ class Mem0Provider(hermes.MemoryProvider):
     """
 
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
-        configured, self.config_error = _plugin_settings(kernel, "mem0")
+        configured, self.config_error = kernel.config.plugin_lenient("mem0") if kernel is not None else ({}, "")
         self.settings = _merge(_merge(DEFAULTS, configured), settings or {})
         self.home = Path(kernel.home) if kernel is not None else None
         s = self.settings
@@ -476,23 +476,6 @@ class Mem0Provider(hermes.MemoryProvider):
         return {"provider": self.name, "mode": self.mode or None, "user_id": self.user_id,
                 "available": self.is_available(), "reason": self.unavailable_reason() or None,
                 "breaker": self.breaker.status()}
-
-
-def _plugin_settings(kernel: Any, name: str) -> tuple[dict[str, Any], str]:
-    """``plugins.<name>`` resolved, and the config error if a value could not be (an unset
-    ``{$env: VAR}``): the other keys still apply and the error becomes the reason the
-    provider is unavailable, instead of a provider that cannot be built."""
-    if kernel is None:
-        return {}, ""
-    try:
-        return kernel.plugin_config(name), ""
-    except hermes.ConfigError as exc:
-        raw = kernel.config.raw(f"plugins.{name}") or {}
-        settings: dict[str, Any] = {}
-        for key in raw if isinstance(raw, dict) else ():
-            with contextlib.suppress(hermes.ConfigError):
-                settings[key] = kernel.config.get(f"plugins.{name}.{key}")
-        return settings, str(exc)
 
 
 def _importable(module: str) -> bool:
