@@ -130,6 +130,7 @@ class Agent:
         cwd: str | os.PathLike[str] | None = None,
         memory_review: bool = True,
         on_notice: Callable[[str], None] | None = None,
+        on_tool: Callable[..., None] | None = None,
     ):
         from .hints import SubdirectoryHints
         from .memory_manager import MemoryManager
@@ -144,6 +145,9 @@ class Agent:
         self.skip_memory = skip_memory
         self.cwd = Path(cwd or os.getcwd())
         self.on_notice = on_notice
+        # Observer of tool calls, for a front end: on_tool("start", name, args) before a
+        # call, on_tool("end", name, args, result, seconds) after it (pool threads too).
+        self.on_tool = on_tool
         self.memory_review_enabled = memory_review and not skip_memory
         self.provider = provider or kernel.selected("llm")
         self.model = model or str(cfg.get("model.name"))
@@ -242,6 +246,14 @@ class Agent:
         if self.on_notice:
             self.on_notice(text)
 
+    def _observe_tool(self, phase: str, *args: Any) -> None:
+        if self.on_tool is None:
+            return
+        try:
+            self.on_tool(phase, *args)
+        except Exception as exc:  # a display bug must not fail the tool call
+            log.debug("on_tool observer failed: %s", exc)
+
     # -- tools ----------------------------------------------------------------------------
 
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -315,7 +327,10 @@ class Agent:
             name, args, error = item
             if args is None:
                 return error
+            self._observe_tool("start", name, args)
+            started = time.monotonic()
             result = self.call_tool(name, args)
+            self._observe_tool("end", name, args, result, time.monotonic() - started)
             hint = self.hints.check(name, args) if self.hints else ""
             return f"{result}\n\n{hint}" if hint else result
 
