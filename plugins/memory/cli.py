@@ -16,7 +16,7 @@ import hermes
 from hermes.cli import echo_json, pass_state
 
 from .provider import BuiltinMemoryProvider
-from .store import FILES, HEADERS, MemoryStore, Outcome
+from .store import FILES, HEADERS, MemoryFileError, MemoryStore, Outcome
 
 _TARGET = click.option("--target", "-t", type=click.Choice(["memory", "user"]), default="memory",
                        show_default=True, help="memory = the agent's notes, user = the user profile.")
@@ -52,9 +52,17 @@ def show(state: Any, target: str, as_json: bool) -> None:
     """Print the live entries and usage of each store."""
     _, store = _store(state)
     targets = list(FILES) if target == "all" else [target]
-    data = {}
+    data: dict[str, Any] = {}
+    unreadable: list[str] = []
     for t in targets:
-        entries = store.entries(t)
+        try:
+            entries = store.entries(t)
+        except MemoryFileError as exc:
+            # Never shown as "(empty)": the file holds something we could not read.
+            unreadable.append(str(exc))
+            data[t] = {"enabled": store.enabled[t], "path": str(store.path(t)),
+                       "limit": store.limits[t], "error": str(exc)}
+            continue
         data[t] = {
             "enabled": store.enabled[t],
             "path": str(store.path(t)),
@@ -65,11 +73,17 @@ def show(state: Any, target: str, as_json: bool) -> None:
         }
     if as_json:
         echo_json(data)
+        if unreadable:
+            raise SystemExit(1)
         return
     for i, t in enumerate(targets):
         info = data[t]
         if i:
             click.echo()
+        if "error" in info:
+            click.echo(f"{HEADERS[t]} [UNREADABLE]")
+            click.echo(f"  {info['path']}")
+            continue
         state_note = "" if info["enabled"] else "  (disabled in config)"
         click.echo(f"{HEADERS[t]} [{info['usage']}]{state_note}")
         click.echo(f"  {info['path']}")
@@ -80,6 +94,8 @@ def show(state: Any, target: str, as_json: bool) -> None:
             click.echo(f"  {n:>2}. {lines[0]}")
             for line in lines[1:]:
                 click.echo(f"      {line}")
+    if unreadable:
+        raise hermes.HermesError(" ".join(unreadable))
 
 
 def _write(state: Any, target: str, op: dict[str, Any], as_json: bool) -> None:
@@ -162,6 +178,8 @@ def status(state: Any, as_json: bool) -> None:
         if isinstance(info, dict) and "usage" in info:
             flag = "" if info["enabled"] else " (disabled)"
             click.echo(f"  {t}: {info['entries']} entries, {info['usage']}{flag} — {info['path']}")
+        elif isinstance(info, dict) and "error" in info:
+            click.echo(f"  {t}: UNREADABLE — {info['error']}")
     ext = data["external"]
     if not ext["name"]:
         click.echo("provider: (none — built-in only)")

@@ -14,10 +14,12 @@ release the lock. The system-prompt view is a *frozen snapshot* taken by
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +39,13 @@ HEADERS = {"memory": "MEMORY (your personal notes)", "user": "USER PROFILE (who 
 #: target name → the config switch that enables it
 SWITCHES = {"memory": "memory.memory_enabled", "user": "memory.user_profile_enabled"}
 
+#: Bytes read from a memory file at most (or 8 bytes per budget character, when more).
+#: The budgets are a few thousand characters; a
+#: file far bigger than this is not a memory store (a log pasted over it, a wrong
+#: symlink) and is refused rather than read into every prompt.
+MAX_FILE_BYTES = 1 << 20
+
+_BOM = "\ufeff"
 _RULE = "═" * 46
 _BLOCKED_REF = re.compile(r"^blocked:([0-9a-f]{8})$")
 _PREVIEW = 80
@@ -99,6 +108,60 @@ def threat_message(ids: list[str]) -> str:
     quoted = ", ".join(f"'{i}'" for i in ids)
     return (f"Blocked: content matches threat pattern(s) {quoted}. Memory entries are injected "
             "into the system prompt and must not contain injection or exfiltration payloads.")
+
+
+class MemoryFileError(Exception):
+    """A memory file exists but cannot be used: undecodable bytes, no permission, not a
+    regular file, a symlink loop, too large. It is never treated as empty and never
+    rewritten; ``str(exc)`` is one line naming the file and what to do."""
+
+    def __init__(self, path: Path, why: str):
+        self.path = path
+        self.why = why
+        super().__init__(f"{path} cannot be read ({why}). Nothing was changed; fix the file "
+                         "or move it aside, then try again.")
+
+
+def read_memory_file(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The text of the memory file ``path``: ``""`` when it does not exist, a leading
+    UTF-8 BOM dropped. Raises :class:`MemoryFileError` for anything else that keeps it
+    from being read as UTF-8 text. Never blocks: a FIFO or device is refused without
+    waiting for a writer, and at most ``max_bytes`` + 1 bytes are read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        if os.path.islink(path):  # a dangling symlink is a broken file, not "no memory yet"
+            raise MemoryFileError(path, f"a symlink to the missing {os.readlink(path)}") from None
+        return ""
+    except OSError as exc:
+        why = "a symlink loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc)).lower()
+        raise MemoryFileError(path, why) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
+                    "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file")
+            raise MemoryFileError(path, kind)
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise MemoryFileError(path, (exc.strerror or str(exc)).lower()) from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise MemoryFileError(path, f"larger than {max_bytes:,} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryFileError(path, f"not UTF-8 text: invalid byte at offset {exc.start}") from exc
+    # Universal newlines, as text-mode reading gives: a file saved on Windows still splits.
+    return text.removeprefix(_BOM).replace("\r\n", "\n").replace("\r", "\n")
 
 
 # -- results ------------------------------------------------------------------------------
@@ -164,6 +227,8 @@ class MemoryStore:
         self.lock_timeout = lock_timeout
         self._live: dict[str, list[str]] = {"memory": [], "user": []}
         self._snapshot: dict[str, str] = {"memory": "", "user": ""}
+        #: target → why its file could not be read when the snapshot was taken
+        self.snapshot_errors: dict[str, str] = {}
         self.snapshot_loaded = False
 
     @classmethod
@@ -189,12 +254,11 @@ class MemoryStore:
         return self.directory / FILES[target]
 
     def read_raw(self, target: str) -> str:
-        """The file's text; ``""`` when missing or unreadable (readers never lock: the
-        writer replaces the file atomically, so a reader sees the old or the new one)."""
-        try:
-            return self.path(target).read_text(encoding="utf-8")
-        except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError):
-            return ""
+        """The file's text; ``""`` when missing. A file that exists but cannot be read
+        raises :class:`MemoryFileError` (readers never lock: the writer replaces the file
+        atomically, so a reader sees the old or the new one)."""
+        # The bound grows with a configured budget (up to 4 bytes a character, twice over).
+        return read_memory_file(self.path(target), max_bytes=max(MAX_FILE_BYTES, 8 * self.limits[target]))
 
     def entries(self, target: str, *, reload: bool = True) -> list[str]:
         """The live entries of ``target`` (re-read from disk unless ``reload=False``)."""
@@ -213,9 +277,24 @@ class MemoryStore:
     def load_snapshot(self) -> None:
         """Read both files and freeze their system-prompt blocks for this session.
         Writes after this never change :meth:`snapshot_block`."""
+        self.snapshot_errors = {}
         for target in FILES:
-            entries = self.entries(target)
-            self._snapshot[target] = self.render_block(target, entries) if self.enabled[target] else ""
+            if not self.enabled[target]:
+                self._snapshot[target] = ""
+                continue
+            try:
+                entries = self.entries(target)
+            except MemoryFileError as exc:
+                # Say so in the prompt: silently omitting the block would let the model
+                # believe the store is empty and "re-learn" over it.
+                self.snapshot_errors[target] = str(exc)
+                self._live[target] = []
+                self._snapshot[target] = (
+                    f"{_RULE}\n{HEADERS[target]} [UNREADABLE]\n{_RULE}\n{FILES[target]} could not "
+                    f"be read ({exc.why}); its entries are not shown and the memory tool cannot "
+                    "change it until the user fixes the file. Do not assume it is empty.")
+                continue
+            self._snapshot[target] = self.render_block(target, entries)
         self.snapshot_loaded = True
 
     def snapshot_block(self, target: str) -> str:
@@ -259,7 +338,11 @@ class MemoryStore:
         ``/memory``; ``""`` when all are empty."""
         parts = []
         for target in self.targets:
-            entries = self.entries(target)
+            try:
+                entries = self.entries(target)
+            except MemoryFileError as exc:
+                parts.append(f"{HEADERS[target]} [UNREADABLE: {exc}]")
+                continue
             if entries:
                 lines = "\n".join(f"§ {self.sanitize(target, e)}" for e in entries)
                 parts.append(f"{HEADERS[target]} [{self.usage(target, entries)}]\n{lines}")
@@ -293,6 +376,9 @@ class MemoryStore:
         try:
             with hermes.file_lock(path, timeout=self.lock_timeout):
                 return self._apply_locked(target, ops, batch)
+        except MemoryFileError as exc:
+            return self._fail(f"{FILES[target]} is unreadable, so nothing was changed: {exc}",
+                              unreadable=str(path))
         except (OSError, TimeoutError) as exc:
             return self._fail(f"Could not update {FILES[target]}: {exc}")
 
@@ -398,6 +484,9 @@ class MemoryStore:
         old_text = str(op.get("old_text") or "").strip()
         if action not in ("add", "replace", "remove"):
             raise _OpError(f"Unknown action {op.get('action')!r}. Use: add, replace, remove.")
+        if action in ("add", "replace") and any(line.strip() == "§" for line in content.splitlines()):
+            raise _OpError("The text contains a line holding only '§', which separates entries "
+                           "in the memory files. Save each entry separately, or change that line.")
         if action in ("add", "replace") and not content:
             raise _OpError("Content cannot be empty." if action == "add" else
                            "New content cannot be empty; use action 'remove' to delete an entry.")
@@ -490,8 +579,13 @@ class MemoryStore:
         data: dict[str, Any] = {"success": False, "error": message}
         show = extra.pop("_show_entries", False) or work is not None
         if target is not None and show:
-            entries = work if work is not None else self.entries(target)
-            data["current_entries"] = [self.sanitize(target, e) for e in entries]
-            data["usage"] = self.usage(target, entries)
+            try:
+                entries = work if work is not None else self.entries(target)
+            except MemoryFileError as exc:
+                data["error"] += f" ({exc})"
+                entries = None
+            if entries is not None:
+                data["current_entries"] = [self.sanitize(target, e) for e in entries]
+                data["usage"] = self.usage(target, entries)
         data.update(extra)
         return Outcome(data)
