@@ -96,7 +96,7 @@ class Kernel:
         for plugin in plugins:
             self.pm.add_plugin(plugin, _plugin_name(plugin), source=SOURCE_REGISTERED)
         if autoload:
-            self.pm.load_entrypoints()
+            self.pm.load_entrypoints(cache=self.home / "cache" / "entry-points.json")
             self.pm.load_local(self.home / "plugins")
         self._fill_registries()
         self._check_selection(raise_errors=check_selection)

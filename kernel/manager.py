@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -304,10 +305,10 @@ class HermesPluginManager(pluggy.PluginManager):
                 continue
             self.add_plugin(module, name, source=SOURCE_DEFAULT, module=module_path)
 
-    def load_entrypoints(self, group: str = ENTRY_POINT_GROUP) -> None:
+    def load_entrypoints(self, group: str = ENTRY_POINT_GROUP, *, cache: Path | None = None) -> None:
         """Load every entry point of ``group``, guarded, blocking before import. The entry
-        point's name is the plugin's name."""
-        for ep in find_entry_points(group):
+        point's name is the plugin's name; ``cache`` is :func:`find_entry_points`' cache."""
+        for ep in find_entry_points(group, cache=cache):
             meta = {"dist": ep.dist, "version": ep.version, "module": ep.value}
             if ep.name in self.records:
                 self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta)  # records the clash
@@ -430,82 +431,119 @@ class EntryPoint:
 
 _EP_VALUE = re.compile(r"^\s*(?P<module>[\w.]+)\s*(?::\s*(?P<attr>[\w.]+)\s*)?(?:\[.*\])?\s*$")
 
+#: Bump when the cache file's layout changes.
+_CACHE_VERSION = 1
 
-def find_entry_points(group: str, path: Iterable[str] | None = None) -> list[EntryPoint]:
-    """The entry points of ``group`` in the distributions installed on ``path``
-    (default ``sys.path``), found as :mod:`importlib.metadata` finds them: ``*.dist-info``
-    and ``*.egg-info`` directories, the first distribution of a (normalized) name on the
-    path wins.
+#: ``sys.meta_path`` finders whose distributions live in files on ``sys.path`` (so the
+#: mtimes in the cache key see every change); any other finder that can find
+#: distributions makes discovery skip the cache.
+_PATH_FINDERS = {("_frozen_importlib_external", "PathFinder"),
+                 ("importlib_metadata", "MetadataPathFinder"),
+                 ("importlib.metadata", "MetadataPathFinder")}
 
-    Hermes reads the files itself because ``importlib.metadata`` imports ``email``,
-    ``zipfile`` and more, and parses every distribution's metadata: at every start that
-    cost as much as loading all the default plugins. ``tests/kernel/test_manager.py``
-    checks that both find the same entry points.
+_DIST_SUFFIXES = (".dist-info", ".egg-info", ".egg")
+
+#: Changes younger than this are not cached (see :func:`_discovery_key`).
+_RACY_NS = 2_000_000_000
+
+
+def find_entry_points(group: str, *, cache: Path | None = None) -> list[EntryPoint]:
+    """The entry points of ``group``: exactly what ``importlib_metadata.entry_points(
+    group=group)`` returns (``*.dist-info`` and ``*.egg-info`` in any case, ``.egg``
+    directories, zip files and zipapps on ``sys.path``, distributions offered by
+    ``sys.meta_path`` finders; the first distribution of a normalized name wins).
+
+    Importing and running ``importlib_metadata`` costs about as much as loading all the
+    default plugins, so with ``cache`` (a JSON file) the answer is kept under a key made
+    of every ``sys.path`` entry's and every distribution folder's mtime (and its
+    ``entry_points.txt``'s): installing, removing or editing a distribution changes the
+    key. When a ``sys.meta_path`` finder that is not path-based can find distributions,
+    the key cannot see its changes and the cache is not used.
     """
-    found: list[EntryPoint] = []
-    seen: set[str] = set()
-    for entry in sys.path if path is None else path:
-        directory = entry or "."
-        try:
-            folders = sorted(os.listdir(directory))
-        except OSError:
-            continue  # a zip file, or a path that does not exist
-        for folder in folders:
-            if not folder.endswith((".dist-info", ".egg-info")):
-                continue
-            stem = folder.rpartition(".")[0]
-            key = re.sub(r"[-_.]+", "_", stem.partition("-")[0]).lower()
-            if key in seen:
-                continue
-            seen.add(key)
-            base = os.path.join(directory, folder)
-            try:
-                with open(os.path.join(base, "entry_points.txt"), encoding="utf-8") as fh:
-                    entries = _ini_section(fh.read(), group)
-            except OSError:
-                continue
-            if not entries:
-                continue
-            dist, version = _dist_identity(base, stem)
-            found.extend(EntryPoint(name, value, dist, version) for name, value in entries)
+    key = _discovery_key(group) if cache is not None else None
+    if key is not None and cache is not None:
+        cached = _read_cache(cache, key)
+        if cached is not None:
+            return cached
+    found = _query_importlib_metadata(group)
+    if key is not None and cache is not None:
+        _write_cache(cache, key, found)
     return found
 
 
-def _ini_section(text: str, section: str) -> list[tuple[str, str]]:
-    """``name = value`` pairs of ``[section]`` in an ``entry_points.txt``."""
-    pairs, current = [], None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
+def _query_importlib_metadata(group: str) -> list[EntryPoint]:
+    import importlib_metadata  # the slow part: only on a cache miss
+
+    found = []
+    for ep in importlib_metadata.entry_points(group=group):
+        dist = ep.dist
+        found.append(EntryPoint(ep.name, ep.value, dist.name if dist else None,
+                                dist.version if dist else None))
+    return found
+
+
+def _discovery_key(group: str) -> str | None:
+    """A string that changes whenever what :func:`find_entry_points` would find may
+    change; ``None`` when no such key can be made (a custom distribution finder)."""
+    for finder in sys.meta_path:
+        if getattr(finder, "find_distributions", None) is None:
             continue
-        if line.startswith("[") and line.endswith("]"):
-            current = line[1:-1].strip()
-        elif current == section and "=" in line:
-            name, _, value = line.partition("=")
-            pairs.append((name.strip(), value.strip()))
-    return pairs
-
-
-def _dist_identity(base: str, stem: str) -> tuple[str | None, str | None]:
-    """A distribution's name and version: from a ``name-version.dist-info`` folder name
-    (the name normalized, ``hermes-lcm``, as pip accepts it), else from the ``Name:`` and
-    ``Version:`` headers of its metadata file, read without the ``email`` package."""
-    name, sep, version = stem.partition("-")
-    if sep and base.endswith(".dist-info") and name and version:
-        return name.replace("_", "-"), version
-    headers: dict[str, str] = {}
-    for meta in ("METADATA", "PKG-INFO"):
+        cls = finder if isinstance(finder, type) else type(finder)
+        if (cls.__module__, cls.__qualname__) not in _PATH_FINDERS:
+            return None
+    parts = [str(_CACHE_VERSION), sys.version, group]
+    stamps: list[int | None] = []
+    for entry in sys.path:
+        stamps.append(_mtime(entry or "."))
+        parts.append(f"{entry}\0{stamps[-1]}")
         try:
-            with open(os.path.join(base, meta), encoding="utf-8") as fh:
-                for line in fh:
-                    if not line.strip():
-                        break
-                    key, _, value = line.partition(":")
-                    headers.setdefault(key.strip().lower(), value.strip())
-            break
+            names = sorted(os.listdir(entry or "."))
         except OSError:
-            continue
-    return headers.get("name") or name or None, headers.get("version") or None
+            continue  # a zip file (its own mtime is in the key) or a missing path
+        for name in names:
+            if not name.lower().endswith(_DIST_SUFFIXES):
+                continue
+            base = os.path.join(entry or ".", name)
+            found = (_mtime(base), _mtime(os.path.join(base, "entry_points.txt")),
+                     _mtime(os.path.join(base, "EGG-INFO", "entry_points.txt")))
+            stamps.extend(found)
+            parts.append(f"{name}\0{found}")
+    # Like git's "racy" index entries: a file changed within the timestamp granularity of
+    # the last look could change again unseen, so a fresh change is never cached.
+    if max((s for s in stamps if s is not None), default=0) > time.time_ns() - _RACY_NS:
+        return None
+    return "\n".join(parts)
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _read_cache(cache: Path, key: str) -> list[EntryPoint] | None:
+    import json
+
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if data.get("key") != key:
+            return None
+        return [EntryPoint(*row) for row in data["entry_points"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # missing, stale or damaged: ask importlib_metadata again
+
+
+def _write_cache(cache: Path, key: str, found: list[EntryPoint]) -> None:
+    import json
+
+    from .config import atomic_write_text
+
+    rows = [[ep.name, ep.value, ep.dist, ep.version] for ep in found]
+    try:
+        atomic_write_text(cache, json.dumps({"key": key, "entry_points": rows}))
+    except OSError as exc:  # a read-only home: discovery still works, only slower
+        log.debug("cannot write the entry-point cache %s: %s", cache, exc)
 
 
 def _short(value: Any) -> str:

@@ -579,13 +579,20 @@ def test_distribution_name_from_egg_info_metadata(site, boot):
     assert (record.status, record.dist, record.version) == ("active", "Hermes_T_Egg", "3.1")
 
 
-def test_entry_point_discovery_matches_importlib_metadata(tmp_path, monkeypatch):
-    """Hermes reads entry_points.txt itself (for speed); it must find exactly what
-    importlib.metadata finds: this environment's distributions, plus awkward layouts."""
+def _ours_and_theirs() -> tuple[set, set]:
     import importlib_metadata
 
     from hermes.manager import find_entry_points
 
+    ours = {(ep.name, ep.value, ep.dist, ep.version) for ep in find_entry_points("hermes.plugins")}
+    theirs = {(ep.name, ep.value, ep.dist.name, ep.dist.version)
+              for ep in importlib_metadata.entry_points(group="hermes.plugins")}
+    return ours, theirs
+
+
+def test_entry_point_discovery_matches_importlib_metadata(tmp_path, monkeypatch):
+    """Discovery finds exactly what importlib_metadata finds: this environment's
+    distributions plus awkward layouts (shadowing, comments, a stray file)."""
     first, second = tmp_path / "first", tmp_path / "second"
     make_distribution(first, "hermes-t-one", version="1.0", plugins={"t-one": "t_one:plugin.attr [extra]"})
     make_distribution(second, "hermes_t_one", version="2.0", plugins={"t-one-old": "t_one_old"})  # shadowed
@@ -600,14 +607,153 @@ def test_entry_point_discovery_matches_importlib_metadata(tmp_path, monkeypatch)
     monkeypatch.syspath_prepend(str(second))
     monkeypatch.syspath_prepend(str(first))
 
-    ours = {(ep.name, ep.value, ep.dist.lower().replace("_", "-"), ep.version)
-            for ep in find_entry_points("hermes.plugins")}
-    theirs = {(ep.name, ep.value, ep.dist.metadata["Name"].lower().replace("_", "-"), ep.dist.version)
-              for ep in importlib_metadata.entry_points(group="hermes.plugins")}
+    ours, theirs = _ours_and_theirs()
     assert ours == theirs
     assert ("t-one", "t_one:plugin.attr [extra]", "hermes-t-one", "1.0") in ours
     assert not [e for e in ours if e[0] == "t-one-old"], "the first distribution of a name wins"
-    assert ("t-egg", "t_egg", "hermes-t-egg", "0.5") in ours
+    assert ("t-egg", "t_egg", "Hermes_T_Egg", "0.5") in ours
+
+
+_METADATA = "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+_ENTRY = "[hermes.plugins]\n{ep} = t_mod\n"
+
+
+def _layout_egg_directory(tmp: Path, monkeypatch) -> str:
+    egg = tmp / "hermes_t_layout-1.0-py3.11.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text(_METADATA.format(name="hermes-t-layout"))
+    (egg / "EGG-INFO" / "entry_points.txt").write_text(_ENTRY.format(ep="t-layout"))
+    monkeypatch.syspath_prepend(str(egg))
+    return "t-layout"
+
+
+def _write_zip(path: Path, extra: dict[str, str]) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("hermes_t_layout-1.0.dist-info/METADATA", _METADATA.format(name="hermes-t-layout"))
+        zf.writestr("hermes_t_layout-1.0.dist-info/entry_points.txt", _ENTRY.format(ep="t-layout"))
+        for name, text in extra.items():
+            zf.writestr(name, text)
+
+
+def _layout_zip(tmp: Path, monkeypatch) -> str:
+    _write_zip(tmp / "plugins.zip", {"t_mod.py": ""})
+    monkeypatch.syspath_prepend(str(tmp / "plugins.zip"))
+    return "t-layout"
+
+
+def _layout_zipapp(tmp: Path, monkeypatch) -> str:
+    _write_zip(tmp / "app.pyz", {"__main__.py": "print('hi')\n"})
+    monkeypatch.syspath_prepend(str(tmp / "app.pyz"))
+    return "t-layout"
+
+
+def _layout_upper_case_dist_info(tmp: Path, monkeypatch) -> str:
+    info = tmp / "HERMES_T_LAYOUT-1.0.DIST-INFO"
+    info.mkdir()
+    (info / "METADATA").write_text(_METADATA.format(name="HERMES-T-LAYOUT"))
+    (info / "entry_points.txt").write_text(_ENTRY.format(ep="t-layout"))
+    monkeypatch.syspath_prepend(str(tmp))
+    return "t-layout"
+
+
+def _layout_meta_path_finder(tmp: Path, monkeypatch) -> str:
+    import importlib_metadata
+
+    info = tmp / "elsewhere" / "hermes_t_layout-1.0.dist-info"  # not on sys.path
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(_METADATA.format(name="hermes-t-layout"))
+    (info / "entry_points.txt").write_text(_ENTRY.format(ep="t-layout"))
+
+    class Finder:  # e.g. an import hook serving an application bundle
+        def find_spec(self, *args):
+            return None
+
+        def find_distributions(self, context=None):
+            return iter([importlib_metadata.PathDistribution(info)])
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder()])
+    return "t-layout"
+
+
+@pytest.mark.parametrize("layout", [
+    _layout_egg_directory, _layout_zip, _layout_zipapp, _layout_upper_case_dist_info,
+    _layout_meta_path_finder,
+], ids=lambda f: f.__name__.removeprefix("_layout_"))
+def test_entry_point_discovery_finds_every_layout(layout, tmp_path, monkeypatch):
+    """Installs the hand-written dist-info scan missed: each is found, and the whole
+    answer equals importlib_metadata's."""
+    name = layout(tmp_path, monkeypatch)
+    ours, theirs = _ours_and_theirs()
+    assert name in {ep[0] for ep in theirs}, "the layout is a real install importlib_metadata sees"
+    assert ours == theirs
+
+
+_DISCOVER = """
+import sys, json
+from pathlib import Path
+from hermes.manager import find_entry_points
+eps = find_entry_points("hermes.plugins", cache=Path(sys.argv[1]))
+print(json.dumps([[e.name for e in eps], "importlib_metadata" in sys.modules]))
+"""
+
+
+def _discover(cache: Path, site: Path) -> tuple[list[str], bool]:
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", _DISCOVER, str(cache)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    names, imported = json.loads(out)
+    return sorted(names), imported
+
+
+def _age(*paths: Path) -> None:
+    """Back-date ``paths`` so that they are older than the racy-change window."""
+    import os
+    import time
+
+    old = time.time() - 60
+    for path in paths:
+        os.utime(path, (old, old))
+
+
+def test_entry_point_cache_is_used_and_sees_installs_and_removals(tmp_path):
+    """A second start with nothing changed answers from the cache (importlib_metadata is
+    not even imported); installing or removing a distribution is seen at once."""
+    import shutil
+
+    site, cache = tmp_path / "site", tmp_path / "cache" / "entry-points.json"
+    info = make_distribution(site, "hermes-t-cached", plugins={"t-cached": "t_cached"})
+    _age(info / "entry_points.txt", info / "METADATA", info / "top_level.txt", info, site)
+
+    names, imported = _discover(cache, site)
+    assert "t-cached" in names and imported, "first start asks importlib_metadata"
+    assert cache.is_file()
+    names, imported = _discover(cache, site)
+    assert "t-cached" in names and not imported, "second start answers from the cache"
+
+    new = make_distribution(site, "hermes-t-new", plugins={"t-new": "t_new"})
+    _age(*new.iterdir(), new, site)
+    assert "t-new" in _discover(cache, site)[0]
+    shutil.rmtree(new)
+    _age(site)
+    assert "t-new" not in _discover(cache, site)[0]
+
+    (info / "entry_points.txt").write_text("[hermes.plugins]\nt-renamed = t_cached\n")
+    _age(info / "entry_points.txt")  # an in-place edit, still older than the window
+    assert "t-renamed" in _discover(cache, site)[0]
+
+
+def test_entry_point_cache_skipped_for_custom_distribution_finders(tmp_path, monkeypatch):
+    """A finder the mtimes cannot see makes every discovery ask importlib_metadata."""
+    from hermes.manager import _discovery_key
+
+    _layout_meta_path_finder(tmp_path, monkeypatch)
+    assert _discovery_key("hermes.plugins") is None
 
 
 def test_entry_point_load(tmp_path, monkeypatch):
