@@ -33,8 +33,9 @@ from ..contracts import (
     TurnEvent,
     Usage,
 )
-from ..errors import ContextLengthError, HermesError, LLMError
+from ..errors import ContextLengthError, HermesError, LLMError, StoreError
 from ..util import estimate_messages_tokens
+from .transcript import unanswered_tail, with_missing_results
 
 log = logging.getLogger("hermes.runtime")
 
@@ -95,7 +96,9 @@ class TurnResult:
     """What :meth:`Agent.run_turn` returns."""
 
     answer: str
-    status: str = "ok"  # "ok", "failed", "interrupted", "budget_exhausted"
+    #: "ok", "failed", "interrupted", "incomplete" (the stream broke mid-answer; the
+    #: partial answer is stored marked incomplete), "budget_exhausted"
+    status: str = "ok"
     session_id: str = ""
     api_calls: int = 0
     tool_calls: int = 0
@@ -177,6 +180,9 @@ class Agent:
         self.last_review: str | None = None
         self._closed = False
         self._tool_lock = threading.Lock()
+        #: Transcript messages whose write failed, in order, with their finish reasons.
+        self._unsaved: list[tuple[Message, str | None]] = []
+        self._stream_error = ""
 
         if session_id and self.store.get_session(session_id):
             self.session_id = session_id
@@ -219,6 +225,7 @@ class Agent:
         self._compaction_note = (config or {}).get("compaction_note", "") if isinstance(config, dict) else ""
         self.messages = [m for m in self.store.get_conversation(self.session_id) if m["role"] != "system"]
         self.turn_number = sum(1 for m in self.messages if m["role"] == "user")
+        self._close_open_tail()
 
     def _start_session(self) -> None:
         self.memory.initialize(
@@ -361,7 +368,10 @@ class Agent:
         return self.system_prompt
 
     def _request_messages(self, recalled: str) -> list[Message]:
-        base = [{"role": "system", "content": self.ensure_system_prompt()}, *self.messages]
+        # A gap an older run left mid-transcript is closed in the request only (the
+        # provider rejects it); gaps at the end are stored when a turn starts.
+        base = [{"role": "system", "content": self.ensure_system_prompt()},
+                *with_missing_results(self.messages)]
         return self.prompt_builder.apply_ephemeral(base, self.prompt_context(recalled=recalled))
 
     def build_request(self, recalled: str = "") -> LLMRequest:
@@ -380,13 +390,62 @@ class Agent:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def _append(self, message: Message) -> None:
+    def _append(self, message: Message, *, finish_reason: str | None = None, store: bool = True) -> None:
+        """Add ``message`` to the transcript and store it (with ``store=False``, at the
+        next store).
+
+        A write that cannot land (the database stayed locked, the disk is full) raises
+        :class:`StoreError`, so the turn fails visibly; the message stays in the
+        transcript and in an ordered queue of unsaved messages that is written before
+        anything else, at the next append or the next turn. Nothing the user typed is
+        dropped silently."""
         self.messages.append(message)
-        self.store.append_message(
-            self.session_id, message["role"], message.get("content"),
-            tool_name=message.get("name"), tool_calls=message.get("tool_calls"),
-            tool_call_id=message.get("tool_call_id"),
-        )
+        self._unsaved.append((message, finish_reason))
+        if store:
+            self._store_unsaved()
+
+    def _store_unsaved(self) -> None:
+        if not self._unsaved:
+            return
+        pending = list(self._unsaved)
+        rows = [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls"),
+                 "tool_call_id": m.get("tool_call_id"), "tool_name": m.get("name"),
+                 "finish_reason": finish} for m, finish in pending]
+        try:
+            if len(rows) == 1:
+                row = rows[0]
+                self.store.append_message(
+                    self.session_id, row["role"], row["content"], tool_name=row["tool_name"],
+                    tool_calls=row["tool_calls"], tool_call_id=row["tool_call_id"],
+                    finish_reason=row["finish_reason"])
+            else:
+                self.store.append_messages(self.session_id, rows)  # one transaction
+        except StoreError as exc:
+            raise StoreError(
+                f"{exc} {len(pending)} message(s) of this conversation are not stored yet; "
+                "they are kept and stored with the next turn (they are lost if you quit now)."
+            ) from exc
+        del self._unsaved[:len(pending)]
+
+    @property
+    def unsaved_messages(self) -> int:
+        """How many messages of the transcript are not stored yet (after a failed write)."""
+        return len(self._unsaved)
+
+    def _close_open_tail(self, *, store: bool = True) -> None:
+        """Close what a crash (or a failed turn) left open at the end of the transcript:
+        unanswered tool calls get an interrupted result, an unanswered user message an
+        interrupted answer. Stored, so the repair persists (see :mod:`.transcript`)."""
+        closing = unanswered_tail(self.messages)
+        for message in closing:
+            finish = message.pop("finish_reason", None)
+            self._append(message, finish_reason=finish, store=False)
+        calls = sum(1 for m in closing if m["role"] == "tool")
+        if calls:
+            self._notice(f"{calls} tool call(s) of an interrupted run never finished; "
+                         "stored as interrupted so the conversation can continue")
+        if store:
+            self._store_unsaved()
 
     # -- the turn -------------------------------------------------------------------------
 
@@ -399,9 +458,8 @@ class Agent:
     ) -> TurnResult:
         """Answer one user message. ``on_text`` receives streamed text (fence-scrubbed);
         setting ``interrupt`` stops the turn after the current call. Never loses the
-        user's message: it is stored before anything can fail."""
-        from .fencing import StreamScrubber
-
+        user's message: it joins the transcript before anything can fail, and a write
+        that fails is retried with the next turn (the result says so)."""
         if self._closed:
             raise HermesError("this agent is closed; start a new one")
         self.wait_for_review()
@@ -409,85 +467,124 @@ class Agent:
         result = TurnResult(answer="", session_id=self.session_id)
         self._memory_used_this_turn = False
         self.memory.on_turn_start(self.turn_number, user_message, model=self.model, platform=self.platform)
-        self._append({"role": "user", "content": user_message})
-        self.ensure_system_prompt()
-        recalled = self.memory.fenced_prefetch(user_message, session_id=self.session_id)
-
-        retried_overflow = False
         try:
-            while True:
-                if interrupt is not None and interrupt.is_set():
-                    result.status = "interrupted"
-                    break
-                if self.engine.should_compress_preflight([{"role": "system", "content": self.system_prompt}, *self.messages]):
-                    result.compacted |= self.compact(reason="preflight")
-                if not self.budget.consume():
-                    result.status = "budget_exhausted"
-                    result.answer = result.answer or (
-                        "I stopped because the iteration budget is used up. Ask me to continue.")
-                    self._append({"role": "assistant", "content": result.answer})
-                    break
-                request = self.build_request(recalled)
-                try:
-                    response = self._call(request, on_text, StreamScrubber() if on_text else None, interrupt)
-                except ContextLengthError as exc:
-                    if retried_overflow:
-                        raise
-                    retried_overflow = True
-                    self._notice(f"context window exceeded ({exc}); compacting and retrying")
-                    if not self.compact(force=True, reason="context_length"):
-                        raise
-                    result.compacted = True
-                    continue
-                result.api_calls += 1
-                result.usage = result.usage + response.usage
-                self.engine.update_from_response(response.usage.as_dict())
-                self.store.update_token_counts(
-                    self.session_id, input_tokens=response.usage.input_tokens,
-                    output_tokens=response.usage.output_tokens,
-                    cache_read_tokens=response.usage.cache_read_tokens,
-                    cache_write_tokens=response.usage.cache_write_tokens,
-                    reasoning_tokens=response.usage.reasoning_tokens, model=self.model,
-                )
-                message = response.as_message()
-                message["content"] = self._scrub(message.get("content") or "")
-                self._append(message)
-                if not response.tool_calls:
-                    result.answer = message["content"]
-                    if response.finish_reason == "interrupted":
-                        result.status = "interrupted"
-                    break
-                results = self._run_tool_calls(response.tool_calls)
-                result.tool_calls += len(results)
-                nudge = self.budget.due_nudge()
-                for i, (call, content) in enumerate(zip(response.tool_calls, results, strict=True)):
-                    if nudge and i == len(results) - 1:
-                        content = _with_nudge(content, nudge)
-                    self._append({"role": "tool", "tool_call_id": call.get("id", ""),
-                                  "name": call.get("function", {}).get("name", ""), "content": content})
-                if self.engine.should_compress():
-                    result.compacted |= self.compact(reason="threshold")
+            recalled = self._start_turn(user_message)
+            self._model_loop(result, recalled, on_text, interrupt)
         except LLMError as exc:
             # Reported through the result; the caller decides how to show it.
-            result.status, result.error = "failed", str(exc)
-            result.answer = ""
-        except HermesError as exc:
+            result.status, result.error, result.answer = "failed", str(exc), ""
+        except HermesError as exc:  # StoreError among them: a write that could not land
             result.status, result.error = "failed", str(exc)
             self._notice(f"turn failed: {exc}")
-
         if result.status == "ok":
-            self.memory.sync_turn(user_message, result.answer, session_id=self.session_id)
-            self.memory.queue_prefetch(user_message, session_id=self.session_id)
-            info = self.engine.should_compress_info()
-            if info[0]:
+            self._after_answer(user_message, result)
+        self._end_turn(user_message, result)
+        return result
+
+    def _start_turn(self, user_message: str) -> str:
+        """Close an open transcript end, add the user's message and store both together
+        with whatever earlier turns left unsaved (one write); freeze the system prompt;
+        return the fenced memory recall."""
+        self._close_open_tail(store=False)
+        self._append({"role": "user", "content": user_message})
+        self.ensure_system_prompt()
+        return self.memory.fenced_prefetch(user_message, session_id=self.session_id)
+
+    def _model_loop(self, result: TurnResult, recalled: str, on_text: Callable[[str], None] | None,
+                    interrupt: threading.Event | None) -> None:
+        """Call the model until it answers without tool calls (or the turn must stop)."""
+        from .fencing import StreamScrubber
+
+        retried_overflow = False
+        while True:
+            if interrupt is not None and interrupt.is_set():
+                result.status = "interrupted"
+                return
+            if self.engine.should_compress_preflight([{"role": "system", "content": self.system_prompt}, *self.messages]):
+                result.compacted |= self.compact(reason="preflight")
+            if not self.budget.consume():
+                result.status = "budget_exhausted"
+                result.answer = "I stopped because the iteration budget is used up. Ask me to continue."
+                self._append({"role": "assistant", "content": result.answer}, finish_reason="budget_exhausted")
+                return
+            try:
+                response = self._call(self.build_request(recalled), on_text,
+                                      StreamScrubber() if on_text else None, interrupt)
+            except ContextLengthError as exc:
+                if retried_overflow:
+                    raise
+                retried_overflow = True
+                self._notice(f"context window exceeded ({exc}); compacting and retrying")
+                if not self.compact(force=True, reason="context_length"):
+                    raise
+                result.compacted = True
+                continue
+            message = self._record_response(result, response)
+            if not response.tool_calls:
+                self._final_answer(result, message, response)
+                return
+            self._answer_tool_calls(result, response)
+            if self.engine.should_compress():
                 result.compacted |= self.compact(reason="threshold")
-            elif info[1]:
-                result.notices.append(f"compaction blocked: {info[1]}")
-            self._maybe_review(memory_used=self._memory_used_this_turn)
+
+    def _record_response(self, result: TurnResult, response: LLMResponse) -> Message:
+        """Count the call's usage and store the assistant message."""
+        result.api_calls += 1
+        result.usage = result.usage + response.usage
+        self.engine.update_from_response(response.usage.as_dict())
+        self.store.update_token_counts(
+            self.session_id, input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            cache_read_tokens=response.usage.cache_read_tokens,
+            cache_write_tokens=response.usage.cache_write_tokens,
+            reasoning_tokens=response.usage.reasoning_tokens, model=self.model,
+        )
+        message = response.as_message()
+        message["content"] = self._scrub(message.get("content") or "")
+        self._append(message, finish_reason=response.finish_reason)
+        return message
+
+    def _final_answer(self, result: TurnResult, message: Message, response: LLMResponse) -> None:
+        result.answer = message["content"]
+        if response.finish_reason == "interrupted":
+            result.status = "interrupted"
+        elif response.finish_reason == "incomplete":
+            result.status = "incomplete"
+            note = "the answer was cut off before it was complete (it is stored marked incomplete)"
+            if self._stream_error:
+                note += f": {self._stream_error}"
+            result.notices.append(note)
+            self._notice(note)
+
+    def _answer_tool_calls(self, result: TurnResult, response: LLMResponse) -> None:
+        """Run the response's tool calls and store their results (the budget nudge, when
+        one is due, inside the last result)."""
+        results = self._run_tool_calls(response.tool_calls)
+        result.tool_calls += len(results)
+        nudge = self.budget.due_nudge()
+        for i, (call, content) in enumerate(zip(response.tool_calls, results, strict=True)):
+            if nudge and i == len(results) - 1:
+                content = _with_nudge(content, nudge)
+            self._append({"role": "tool", "tool_call_id": call.get("id", ""),
+                          "name": call.get("function", {}).get("name", ""), "content": content})
+
+    def _after_answer(self, user_message: str, result: TurnResult) -> None:
+        """Memory sync and prefetch, threshold compaction and the memory review."""
+        self.memory.sync_turn(user_message, result.answer, session_id=self.session_id)
+        self.memory.queue_prefetch(user_message, session_id=self.session_id)
+        info = self.engine.should_compress_info()
+        if info[0]:
+            result.compacted |= self.compact(reason="threshold")
+        elif info[1]:
+            result.notices.append(f"compaction blocked: {info[1]}")
+        self._maybe_review(memory_used=self._memory_used_this_turn)
+
+    def _end_turn(self, user_message: str, result: TurnResult) -> None:
+        """Tell the engine and the event hooks that the turn is over."""
         result.session_id = self.session_id
         try:
             self.engine.on_turn_complete(list(self.messages), usage=result.usage.as_dict(),
-                                         interrupted=result.status == "interrupted")
+                                         interrupted=result.status in ("interrupted", "incomplete"))
         except Exception as exc:  # an observer must not fail the turn
             log.debug("engine.on_turn_complete failed: %s", exc)
         self.kernel.emit("hermes_turn_end", session=self.session_info(), turn=TurnEvent(
@@ -495,24 +592,32 @@ class Agent:
             api_calls=result.api_calls, tool_calls=result.tool_calls, usage=result.usage,
             error=result.error,
         ))
-        return result
 
     def _call(self, request: LLMRequest, on_text: Callable[[str], None] | None, scrubber: Any,
               interrupt: threading.Event | None) -> LLMResponse:
+        """One model call. A stream that breaks after text was shown becomes an
+        ``incomplete`` answer holding what the user saw (never a silent full answer)."""
+        self._stream_error = ""
         if on_text is None:
             return self.client.complete(request)
         final: LLMResponse | None = None
         shown: list[str] = []
-        for event in self.client.stream(request):
-            if event.kind == "text" and event.text:
-                visible = scrubber.feed(event.text)
-                if visible:
-                    shown.append(visible)
-                    on_text(visible)
-            elif event.kind == "done":
-                final = event.response
-            if interrupt is not None and interrupt.is_set():
-                break
+        try:
+            for event in self.client.stream(request):
+                if event.kind == "text" and event.text:
+                    visible = scrubber.feed(event.text)
+                    if visible:
+                        shown.append(visible)
+                        on_text(visible)
+                elif event.kind == "done":
+                    final = event.response
+                if interrupt is not None and interrupt.is_set():
+                    break
+        except LLMError as exc:
+            if not shown or isinstance(exc, ContextLengthError):
+                raise
+            self._stream_error = str(exc)
+            final = LLMResponse(finish_reason="incomplete")
         tail = scrubber.flush()
         if tail:
             shown.append(tail)
@@ -522,6 +627,10 @@ class Agent:
                 # Keep what the user already saw, so the transcript matches the screen.
                 return LLMResponse(content="".join(shown), finish_reason="interrupted")
             raise LLMError("the stream ended without a final response")
+        if final.finish_reason == "incomplete":
+            # Only text the user saw is kept; a half-received tool call is never run.
+            return LLMResponse(content="".join(shown), finish_reason="incomplete", usage=final.usage,
+                               model=final.model)
         return final
 
     def _scrub(self, text: str) -> str:

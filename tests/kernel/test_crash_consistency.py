@@ -1,0 +1,166 @@
+"""Crash consistency of the runtime: real processes killed with SIGKILL at the worst
+moments, then resumed with the real SDKs against the fake server (``validate=True``
+rejects malformed transcripts with the provider's 400, as the real APIs do)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import hermes
+from hermes.runtime.agent import Agent
+from hermes.runtime.transcript import INTERRUPTED_ANSWER, missing_results, unanswered_tail
+from hermes.testing.fakellm import Reply
+
+HERMES = [sys.executable, "-m", "hermes.cli"]
+
+# A child process: one agent turn whose tool (or whatever ``KILL_AT`` names) kills the
+# process with SIGKILL, the way a crash, an OOM kill or a closed laptop lid does.
+_CHILD = textwrap.dedent("""
+    import json, os, signal, sys
+    import hermes
+    from hermes.runtime.agent import Agent
+
+    provider, url, message = sys.argv[1], sys.argv[2], sys.argv[3]
+    config = {"model": {"provider": provider, "name": "fake-model", "base_url": url,
+                        "api_key": "fake-key", "retry_base_delay": 0.01, "timeout": 10.0},
+              "memory": {"nudge_interval": 0}}
+
+    class Crash:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(
+                name="deploy", schema={"description": "deploy", "parameters": {
+                    "type": "object", "properties": {}}},
+                handler=lambda args, ctx: os.kill(os.getpid(), signal.SIGKILL)))
+
+    kernel = hermes.Kernel(config=config, home=os.environ["HERMES_HOME"], autoload=False)
+    kernel.register_plugin(Crash(), "crash")
+    agent = Agent(kernel)
+    print(agent.session_id, flush=True)
+    agent.run_turn(message)
+""")
+
+
+def run_child(home: Path, provider: str, url: str, message: str, env: dict | None = None):
+    full = {**os.environ, "HERMES_HOME": str(home), **(env or {})}
+    return subprocess.run([sys.executable, "-c", _CHILD, provider, url, message],
+                          capture_output=True, text=True, env=full, timeout=120)
+
+
+def chat(home: Path, fake_llm, *args: str, provider: str = "openai"):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env.update(HERMES_HOME=str(home), OPENAI_API_KEY="fake-key", ANTHROPIC_API_KEY="fake-key")
+    url = fake_llm.openai_url if provider == "openai" else fake_llm.url
+    flags = ["--provider", provider, "--base-url", url, "--model", "fake-model"]
+    return subprocess.run(HERMES + ["chat", *flags, *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def url_of(fake_llm, provider: str) -> str:
+    return fake_llm.openai_url if provider == "openai" else fake_llm.url
+
+
+# -- 1. a crash while a tool runs ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_crash_while_a_tool_runs_can_be_continued(tmp_path, fake_llm, provider):
+    fake_llm.queue(Reply(tool_calls=[{"name": "deploy", "arguments": {}, "id": "call_deploy_1"}]))
+    child = run_child(tmp_path, provider, url_of(fake_llm, provider), "deploy the site")
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    session_id = child.stdout.split()[0]
+
+    proc = chat(tmp_path, fake_llm, "-c", "-q", "did it work?", provider=provider)
+    assert proc.returncode == 0, proc.stderr
+    assert "echo: did it work?" in proc.stdout
+    # The repair is stored, right after the unanswered call, so it persists.
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        stored = kernel.session_store.get_conversation(session_id)
+    roles = [m["role"] for m in stored]
+    assert roles == ["user", "assistant", "tool", "user", "assistant"], roles
+    assert stored[2]["tool_call_id"] == "call_deploy_1"
+    assert "interrupted" in json.loads(stored[2]["content"])["error"]
+    assert missing_results(stored) == []
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_crash_while_an_answer_streams_closes_the_turn(tmp_path, fake_llm, provider):
+    """The answer of a killed run was never stored: the user turn is closed with an
+    interrupted answer before the next message (so roles keep alternating)."""
+    fake_llm.queue(Reply(tool_calls=[{"name": "deploy", "arguments": {}}]))
+    run_child(tmp_path, provider, url_of(fake_llm, provider), "first")
+    # simulate the kill while streaming: drop everything after the user message
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        store = kernel.session_store
+        sid = store.list_sessions(limit=1)[0]["id"]
+        first_user = store.get_messages(sid)[0]
+        store.delete_session(sid)
+        store.create_session(sid, source="cli")
+        store.append_message(sid, "user", first_user["content"])
+    proc = chat(tmp_path, fake_llm, "-c", "-q", "second", provider=provider)
+    assert proc.returncode == 0, proc.stderr
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        rows = kernel.session_store.get_messages(sid)
+    assert [r["role"] for r in rows] == ["user", "assistant", "user", "assistant"]
+    assert rows[1]["content"] == INTERRUPTED_ANSWER and rows[1]["finish_reason"] == "interrupted"
+
+
+def test_unanswered_calls_in_the_middle_are_repaired_in_every_request(agent_factory, fake_llm):
+    """Old transcripts may hold a gap before later turns; the request carries a repaired
+    copy (the provider would reject it otherwise)."""
+    agent = agent_factory()
+    store = agent.store
+    sid = agent.session_id
+    call = {"id": "call_a", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+    store.append_message(sid, "user", "one")
+    store.append_message(sid, "assistant", "", tool_calls=[call])
+    store.append_message(sid, "user", "two")
+    store.append_message(sid, "assistant", "ok")
+    agent.close()
+    resumed = agent_factory(session_id=sid)
+    result = resumed.run_turn("three")
+    assert result.status == "ok", result.error
+    sent = fake_llm.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user",
+                                         "assistant", "user"]
+
+
+def test_unanswered_tail_and_missing_results_units():
+    call = {"id": "c1", "function": {"name": "deploy"}}
+    call2 = {"id": "c2", "function": {"name": "lint"}}
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": "", "tool_calls": [call, call2]},
+            {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    tail = unanswered_tail(msgs)
+    assert [m["tool_call_id"] for m in tail] == ["c2"]
+    assert unanswered_tail(msgs + tail) == []
+    assert unanswered_tail([{"role": "user", "content": "hi"}])[0]["role"] == "assistant"
+    assert unanswered_tail([]) == []
+
+
+@pytest.fixture
+def agent_factory(kernel_factory, fake_llm):
+    agents = []
+
+    def make(config=None, provider="openai", **kwargs):
+        cfg = fake_llm.config(provider=provider)
+        cfg.setdefault("memory", {})["nudge_interval"] = 0
+        for key, value in (config or {}).items():
+            cfg.setdefault(key, {}).update(value)
+        kernel = kernel_factory(config=cfg, check_selection=True)
+        agent = Agent(kernel, **kwargs)
+        agents.append(agent)
+        return agent
+
+    yield make
+    for agent in agents:
+        agent.close()
