@@ -31,7 +31,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".compaction": (
         "MEMORY_CONTEXT_MAX_CHARS", "SUMMARY_END_MARKER", "SUMMARY_PREFIX",
         "automatic_compaction_status_message", "call_compress", "is_compaction_summary",
-        "redact_secrets", "resolve_model_threshold", "sanitize_memory_context",
+        "resolve_model_threshold", "sanitize_memory_context",
+    ),
+    ".redaction": (
+        "SECRET_RULES", "RedactingFilter", "SecretMatch", "SecretRule", "find_secrets",
+        "is_secret_key", "mask_secrets", "redact_secrets",
     ),
     ".core": ("Kernel",),
     ".errors": (
@@ -52,7 +56,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".safety": ("Threat", "scan_for_threats",),
     ".workers": ("BackgroundSlot", "CircuitBreaker", "SerialWorker"),
     ".util": (
-        "atomic_write_text", "estimate_messages_tokens", "estimate_tokens", "file_lock",
+        "atomic_write_text", "atomic_writer", "estimate_messages_tokens", "estimate_tokens", "file_lock",
         "is_cjk",
     ),
 }
@@ -86,6 +90,13 @@ __all__ = [
     "call_compress",
     "is_compaction_summary",
     "redact_secrets",
+    "RedactingFilter",
+    "SECRET_RULES",
+    "SecretMatch",
+    "SecretRule",
+    "find_secrets",
+    "is_secret_key",
+    "mask_secrets",
     "resolve_model_threshold",
     "sanitize_memory_context",
     "BuiltPrompt",
@@ -130,6 +141,7 @@ __all__ = [
     "Usage",
     "__version__",
     "atomic_write_text",
+    "atomic_writer",
     "build_context_files_prompt",
     "estimate_messages_tokens",
     "estimate_tokens",

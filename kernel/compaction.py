@@ -5,7 +5,7 @@
 * :func:`resolve_model_threshold` — the per-model trigger override, longest match wins.
 * :func:`sanitize_memory_context` — memory-provider text made safe and small before it
   enters a summarizer prompt.
-* :func:`redact_secrets` — mask API keys, tokens and URL credentials in text.
+* :func:`redact_secrets` — mask secrets in text (re-exported from :mod:`hermes.redaction`).
 * :func:`automatic_compaction_status_message` — what (if anything) to print for an
   automatic compaction.
 * :data:`SUMMARY_PREFIX`, :data:`SUMMARY_END_MARKER`, :func:`is_compaction_summary` — the
@@ -16,9 +16,11 @@
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Mapping
 from typing import Any
+
+# The one redaction table lives in .redaction; re-exported here for existing importers.
+from .redaction import redact_secrets
 
 __all__ = [
     "LEGACY_SUMMARY_PREFIX",
@@ -112,43 +114,6 @@ def resolve_model_threshold(
         if best is None or candidate[:2] > best[:2]:
             best = candidate
     return best[2] if best else float(default)
-
-
-# Patterns for credentials that must never reach a summarizer or a summary. Each keeps a
-# short recognisable head so a reader can tell what was there.
-_SECRET_SOURCES: list[tuple[str, str]] = [
-    (r"\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]{10,}", r"\1[REDACTED]"),
-    (r"\b(gh[pousr]_)[A-Za-z0-9]{20,}", r"\1[REDACTED]"),
-    (r"\b(github_pat_)[A-Za-z0-9_]{20,}", r"\1[REDACTED]"),
-    (r"\b(xox[abprs]-)[A-Za-z0-9\-]{10,}", r"\1[REDACTED]"),
-    (r"\b(AKIA)[0-9A-Z]{16}\b", r"\1[REDACTED]"),
-    (r"\b(AIza)[0-9A-Za-z_\-]{35}\b", r"\1[REDACTED]"),
-    (r"(?i:\b(bearer\s+)[A-Za-z0-9._\-+/=]{16,})", r"\1[REDACTED]"),
-    (r"(?i:\b((?:api[_-]?key|secret|token|password|passwd)\s*[=:]\s*[\"']?)[^\s\"',;]{6,})",
-     r"\1[REDACTED]"),
-    (r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-     "[REDACTED PRIVATE KEY]"),
-    # Credentials inside URLs: scheme://user:password@host
-    (r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+@", r"\1[REDACTED]@"),
-]
-_SECRET_PATTERNS = [(re.compile(src), repl) for src, repl in _SECRET_SOURCES]
-# Every pattern contains one of these (lower-cased) literals; most text contains none, and
-# substring tests are far cheaper than the regexes.
-_SECRET_HINTS = ("sk-", "gh", "xox", "akia", "aiza", "bearer", "api", "secret", "token",
-                 "passw", "-----begin", "://")
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with API keys, bearer tokens, ``key=value`` secrets, private keys and URL
-    credentials replaced by ``[REDACTED]`` (a short head of each is kept)."""
-    if not text:
-        return text
-    lowered = text.lower()
-    if not any(hint in lowered for hint in _SECRET_HINTS):
-        return text
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def sanitize_memory_context(memory_context: str) -> str:
