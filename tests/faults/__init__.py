@@ -1,0 +1,1 @@
+"""Fault injection: real hermes processes killed with SIGKILL, then invariants checked."""
