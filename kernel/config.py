@@ -160,25 +160,41 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     return path.resolve()
 
 
-def load_dotenv(path: Path) -> dict[str, str]:
-    """Read ``KEY=value`` lines from ``path`` into ``os.environ`` without overriding
-    variables that are already set. Returns what was read."""
-    values: dict[str, str] = {}
+#: A ``.env`` holds a handful of ``KEY=value`` lines; anything bigger is a mistake.
+DOTENV_MAX_BYTES = 1 << 20
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """The variables the ``.env`` file ``path`` sets, parsed by python-dotenv (quoting,
+    ``export``, inline ``# comments``, multi-line values); ``{}`` when there is no file.
+
+    Nothing is written to ``os.environ``: each kernel keeps its own mapping
+    (:attr:`hermes.Kernel.env`), so a second kernel on another home never sees this
+    home's secrets. A file that cannot be read or decoded raises :class:`ConfigError`
+    naming it.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
-        return values
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        key, value = key.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[key] = value
-        os.environ.setdefault(key, value)
-    return values
+        with open(path, "rb") as fh:
+            data = fh.read(DOTENV_MAX_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. "
+                          "Fix its permissions or move it away.", file=str(path)) from None
+    if len(data) > DOTENV_MAX_BYTES:
+        raise ConfigError(f"{path} is larger than {DOTENV_MAX_BYTES >> 10} KiB; a .env holds "
+                          "a few KEY=value lines. Trim it.", file=str(path))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path} line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}). "
+                          "Save the file as UTF-8.", file=str(path)) from None
+    import io
+
+    from dotenv import dotenv_values  # only when a .env exists: keeps `--help` light
+
+    return {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
 
 
 # --------------------------------------------------------------------------------------
@@ -200,16 +216,85 @@ def _close_matches(word: str, choices: list[str]) -> list[str]:
     return difflib.get_close_matches(word, choices, n=1)
 
 
+#: config.yaml is a few kilobytes; a bigger file is a mistake, and is not read whole.
+CONFIG_MAX_BYTES = 1 << 20
+#: Values a config may expand to through YAML aliases (``*name``): far more than any real
+#: config, far less than an alias bomb ("billion laughs") expands to.
+CONFIG_MAX_NODES = 100_000
+
+
+def read_config_bytes(path: Path, *, max_bytes: int = CONFIG_MAX_BYTES) -> str | None:
+    """The UTF-8 text of ``path`` (a BOM dropped), ``None`` when it does not exist. At
+    most ``max_bytes`` are read; a FIFO or device is refused without blocking. Every
+    other problem is a :class:`ConfigError` naming the file and what to do."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Fix its permissions or "
+                          "move it aside.", file=str(path)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path} is not a regular file. Replace it with a YAML file or "
+                              "move it aside.", file=str(path))
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.", file=str(path)) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path} is larger than {max_bytes >> 10:,} KiB; a config.yaml holds "
+                          "a few settings. Trim it or move it aside.", file=str(path))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}). "
+                          "Save the file as UTF-8.", file=str(path)) from None
+
+
+def _check_expansion(data: Any, path: Path) -> None:
+    """Refuse a document whose aliases refer to themselves or expand past
+    :data:`CONFIG_MAX_NODES` values: every later step (merging, validation, ``config
+    show``) walks the expanded tree."""
+    budget = CONFIG_MAX_NODES
+    stack: list[tuple[Any, tuple[int, ...]]] = [(data, ())]
+    while stack:
+        node, parents = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(f"{path}: YAML aliases (*name) expand to more than "
+                              f"{CONFIG_MAX_NODES:,} values. Write the values out instead of "
+                              "nesting aliases.", file=str(path))
+        if isinstance(node, (dict, list)):
+            if id(node) in parents:
+                raise ConfigError(f"{path}: a YAML alias (*name) refers to the value that "
+                                  "contains it. Remove the self-reference.", file=str(path))
+            children = list(node.values()) if isinstance(node, dict) else node
+            stack.extend((child, (*parents, id(node))) for child in children
+                         if isinstance(child, (dict, list)) or budget > 0)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping; errors name the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_config_bytes(path)
+    if text is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", file=str(path)) from exc
     try:
         data = _yaml().safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read. Fix the file, or move it aside "
+                          "to use the defaults.", file=str(path)) from None
     except _yaml().YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
@@ -220,6 +305,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         ) from exc
     if data is None:
         return {}
+    _check_expansion(data, path)
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: the top level must be a mapping of sections (model:, memory: …), "
@@ -370,22 +456,28 @@ class Config:
     ``$file`` references; :meth:`plugin` gives a plugin its ``plugins.<name>`` section.
     """
 
-    def __init__(self, data: Mapping[str, Any], *, home: Path, file: Path | None = None):
+    def __init__(self, data: Mapping[str, Any], *, home: Path, file: Path | None = None,
+                 env: Mapping[str, str] | None = None):
         self._data = deep_merge(DEFAULTS, data)
         self.home = home
         self.file = file
+        #: Where ``{$env: VAR}`` is looked up: the kernel's environment (the process
+        #: environment over the home's ``.env``), ``os.environ`` when built alone.
+        self.env: Mapping[str, str] = os.environ if env is None else env
         self.user_data = copy.deepcopy(dict(data))
 
     @classmethod
-    def load(cls, home: Path, overrides: Mapping[str, Any] | None = None) -> Config:
-        """Read ``home/config.yaml``, validate it and the overrides."""
+    def load(cls, home: Path, overrides: Mapping[str, Any] | None = None, *,
+             env: Mapping[str, str] | None = None) -> Config:
+        """Read ``home/config.yaml``, validate it and the overrides; ``env`` resolves
+        ``{$env: VAR}`` (default ``os.environ``)."""
         path = home / CONFIG_FILE
         data = read_yaml(path)
         validate(data, file=str(path))
         if overrides:
             validate(overrides, file="(overrides)")
             data = deep_merge(data, overrides)
-        return cls(data, home=home, file=path)
+        return cls(data, home=home, file=path, env=env)
 
     def raw(self, path: str, default: Any = None) -> Any:
         """The value at ``path`` without resolving references."""
@@ -434,13 +526,13 @@ class Config:
         if _is_ref(value):
             kind, target = next(iter(value.items()))
             if kind == "$env":
-                if target not in os.environ:
+                if target not in self.env:
                     raise ConfigError(
                         f"{path}: environment variable {target!r} is not set. "
                         f"Export it or add it to {self.home / '.env'}.",
                         path=path,
                     )
-                return os.environ[target]
+                return self.env[target]
             file = Path(str(target)).expanduser()
             if not file.is_absolute():
                 file = self.home / file
@@ -463,26 +555,11 @@ _KEY_RE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_.\-]+|\"[^\"]*\"|'[^']
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, fsync and rename, so that a
-    crash leaves either the old or the new file, never a truncated one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
+    """Kept for callers of ``hermes.config.atomic_write_text``; the helper lives in
+    :mod:`hermes.util` (which imports this module, hence the late import)."""
+    from .util import atomic_write_text as write
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    write(path, text)
 
 
 def _scalar(value: Any) -> str:
@@ -591,12 +668,12 @@ def update_config(home: Path, path: str, update: Any) -> Any:
     unusual to edit. The result is validated before anything is written, so a bad value,
     or a file that is already malformed, leaves the file byte-identical.
     """
-    from .util import file_lock  # util imports this module
+    from .util import atomic_write_text, file_lock  # util is imported late: it is not needed to read config
 
     file = (home / CONFIG_FILE).resolve()
     with file_lock(file):
-        text = file.read_text(encoding="utf-8") if file.exists() else ""
-        current = read_yaml(file)
+        current = read_yaml(file)  # first: refuses an unreadable or malformed file
+        text = read_config_bytes(file) or ""
         keys = path.split(".")
         expected = copy.deepcopy(current)
         node = expected

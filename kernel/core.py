@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections import ChainMap
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import hookspecs
-from .config import Config, load_dotenv, resolve_home
+from .config import Config, read_dotenv, resolve_home
 from .errors import ConflictError, PluginError, UnknownPluginError
 from .manager import (
     SOURCE_REGISTERED,
@@ -68,10 +69,17 @@ class Kernel:
         strict: bool | None = None,
         trace: bool | None = None,
         check_selection: bool = True,
+        read_config: bool = True,
     ):
+        # read_config=False: ignore config.yaml and .env (defaults only), for the CLI to
+        # list plugins and their commands when those files are broken.
         self.home: Path = resolve_home(home)
-        load_dotenv(self.home / ".env")
-        self.config: Config = Config.load(self.home, config)
+        #: This kernel's environment: the process environment over ``$HERMES_HOME/.env``.
+        #: ``{$env: VAR}`` and the LLM clients read it; ``os.environ`` is never written,
+        #: so kernels on other homes never see this home's secrets.
+        self.env: Mapping[str, str] = ChainMap(os.environ, read_dotenv(self.home / ".env") if read_config else {})  # type: ignore[arg-type]
+        self.config: Config = (Config.load(self.home, config, env=self.env) if read_config
+                               else Config(dict(config or {}), home=self.home, env=self.env))
 
         switches = LoadSwitches.from_env()
         if load_plugins is not None:

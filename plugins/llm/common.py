@@ -15,7 +15,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import hermes
@@ -155,8 +155,11 @@ class BaseClient(hermes.LLMClient):
             return cfg.get(f"model.{key}", default) if cfg is not None else default
 
         mine = cfg is not None and setting("provider") == self.name
+        # The kernel's environment (process over $HERMES_HOME/.env); the key and URL are
+        # handed to the SDK explicitly, which never reads another home's .env.
+        self.env: Mapping[str, str] = getattr(kernel, "env", None) or os.environ
         self.base_url = base_url or (setting("base_url") if mine else None) or (
-            os.environ.get(self.url_env) or None)
+            self.env.get(self.url_env) or None)
         self._explicit_key = api_key or (setting("api_key") if mine else None)
         self.max_retries = int(max_retries if max_retries is not None else setting("max_retries", 3))
         self.retry_base_delay = float(
@@ -169,7 +172,7 @@ class BaseClient(hermes.LLMClient):
 
     def api_key(self) -> str | None:
         """The key to send: explicit or configured, else ``$<key_env>``."""
-        return self._explicit_key or os.environ.get(self.key_env) or None
+        return self._explicit_key or self.env.get(self.key_env) or None
 
     def missing_credentials(self) -> hermes.LLMAuthError:
         """The two-line explanation raised when no key is configured."""

@@ -19,7 +19,7 @@ from hermes.config import (
     DEFAULTS,
     Config,
     deep_merge,
-    load_dotenv,
+    read_dotenv,
     read_yaml,
     resolve_home,
     set_config_value,
@@ -232,17 +232,16 @@ def test_missing_env_and_file_name_the_key_and_the_fix(hermes_home, monkeypatch)
         config.get("model.base_url")
 
 
-def test_dotenv_fills_but_never_overrides(hermes_home, monkeypatch):
-    monkeypatch.setenv("T_HERMES_SET", "from-env")
+def test_dotenv_is_read_into_a_mapping_never_into_os_environ(hermes_home, monkeypatch):
     monkeypatch.delenv("T_HERMES_NEW", raising=False)
     monkeypatch.delenv("T_HERMES_QUOTED", raising=False)
     (hermes_home / ".env").write_text(
-        "# secrets\nT_HERMES_SET=from-file\nexport T_HERMES_NEW=new\nT_HERMES_QUOTED='a b'\nnot a pair\n")
-    values = load_dotenv(hermes_home / ".env")
+        "# secrets\nT_HERMES_SET=from-file\nexport T_HERMES_NEW=new # note\n"
+        "T_HERMES_QUOTED='a b'\nnot a pair\n")
+    values = read_dotenv(hermes_home / ".env")
     assert values == {"T_HERMES_SET": "from-file", "T_HERMES_NEW": "new", "T_HERMES_QUOTED": "a b"}
-    assert os.environ["T_HERMES_SET"] == "from-env"
-    assert os.environ["T_HERMES_NEW"] == "new" and os.environ["T_HERMES_QUOTED"] == "a b"
-    assert load_dotenv(hermes_home / "missing.env") == {}
+    assert "T_HERMES_NEW" not in os.environ and "T_HERMES_QUOTED" not in os.environ
+    assert read_dotenv(hermes_home / "missing.env") == {}
 
 
 def test_plugin_sections_belong_to_their_plugin(kernel_factory):

@@ -3,6 +3,8 @@ resolution, tools, plugin config, events, closing."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import hermes
@@ -180,3 +182,61 @@ def test_failed_registration_after_boot_is_recorded(kernel, register_plugin):
 def test_plugins_keyword_and_defaults_off(kernel_factory):
     kernel = kernel_factory(defaults=False, plugins=[Plugin()])
     assert [r.source for r in kernel.plugins] == ["registered"]
+
+
+# -- the kernel's own environment ($HERMES_HOME/.env) ------------------------------
+
+
+def _home(tmp_path, name: str, dotenv: str | bytes | None = None, config: str = ""):
+    home = tmp_path / name
+    home.mkdir()
+    if dotenv is not None:
+        data = dotenv.encode() if isinstance(dotenv, str) else dotenv
+        (home / ".env").write_bytes(data)
+    (home / "config.yaml").write_text(config)
+    return home
+
+
+def test_dotenv_stays_in_its_kernel(tmp_path, kernel_factory, fake_llm, monkeypatch):
+    """Home A's .env secrets reach A's {$env: …} and A's SDK client, never os.environ,
+    never a second kernel on home B (which reports the missing key instead)."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("T_HERMES_TOKEN", raising=False)
+    config = (f"model:\n  provider: anthropic\n  base_url: {fake_llm.url}\n"
+              "plugins:\n  t-probe:\n    token: {$env: T_HERMES_TOKEN}\n")
+    home_a = _home(tmp_path, "a", "ANTHROPIC_API_KEY=key-of-home-a  # inline comment\n"
+                                  "T_HERMES_TOKEN=\"multi\nline\"\n", config)
+    home_b = _home(tmp_path, "b", None, config)
+
+    a = kernel_factory(home=home_a)
+    assert a.plugin_config("t-probe") == {"token": "multi\nline"}
+    fake_llm.queue("hello")
+    a.llm_client().sdk().messages.create(model="claude-sonnet-4-6", max_tokens=10,
+                                         messages=[{"role": "user", "content": "hi"}])
+    assert fake_llm.requests[-1].headers["authorization"] == "Bearer key-of-home-a"
+    assert "ANTHROPIC_API_KEY" not in os.environ and "T_HERMES_TOKEN" not in os.environ
+
+    b = kernel_factory(home=home_b)
+    with pytest.raises(hermes.ConfigError, match="T_HERMES_TOKEN"):
+        b.plugin_config("t-probe")
+    assert b.llm_client().api_key() is None
+    assert "ANTHROPIC_API_KEY" in b.llm_client().credentials_problem()
+
+
+def test_process_environment_wins_over_dotenv(tmp_path, kernel_factory, monkeypatch):
+    monkeypatch.setenv("T_HERMES_SET", "from-process")
+    home = _home(tmp_path, "a", "T_HERMES_SET=from-file\nT_HERMES_ONLY_FILE=file\n",
+                 "plugins:\n  t:\n    a: {$env: T_HERMES_SET}\n    b: {$env: T_HERMES_ONLY_FILE}\n")
+    kernel = kernel_factory(home=home)
+    assert kernel.plugin_config("t") == {"a": "from-process", "b": "file"}
+    assert kernel.env["T_HERMES_ONLY_FILE"] == "file"
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"GOOD=1\nBAD=caf\xe9\n", r"\.env line 2: not valid UTF-8 \(byte 0xe9\)\. Save the file as UTF-8\."),
+])
+def test_undecodable_dotenv_is_one_line_naming_the_file(tmp_path, kernel_factory, content, expected):
+    home = _home(tmp_path, "a", content)
+    with pytest.raises(hermes.ConfigError, match=expected) as info:
+        kernel_factory(home=home)
+    assert str(home / ".env") in str(info.value) and "\n" not in str(info.value)

@@ -114,6 +114,8 @@ class HonchoProvider(hermes.MemoryProvider):
 
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
         configured, self.config_error = kernel.config.plugin_lenient("honcho") if kernel is not None else ({}, "")
+        # The kernel's environment (process over $HERMES_HOME/.env), never another home's.
+        self.env = getattr(kernel, "env", None) or os.environ
         merged = dict(DEFAULTS)
         for source in (configured, settings or {}):
             merged.update({k: v for k, v in source.items() if v is not None})
@@ -127,7 +129,7 @@ class HonchoProvider(hermes.MemoryProvider):
         self._http: Any = None
         self._peer_objs: tuple[Any, Any] | None = None
         self._sessions: dict[str, Any] = {}
-        self.user_peer_id = honcho_id(merged["user_peer"] or os.environ.get("USER") or "", "user")
+        self.user_peer_id = honcho_id(merged["user_peer"] or self.env.get("USER") or "", "user")
         self.ai_peer_id = honcho_id(merged["ai_peer"], "hermes")
         self.session_id = ""  # the Honcho session of this conversation
         self.agent_context = "primary"
@@ -143,12 +145,12 @@ class HonchoProvider(hermes.MemoryProvider):
     @property
     def api_key(self) -> str:
         """``plugins.honcho.api_key``, else ``$HONCHO_API_KEY``."""
-        return str(self.settings.get("api_key") or os.environ.get("HONCHO_API_KEY") or "")
+        return str(self.settings.get("api_key") or self.env.get("HONCHO_API_KEY") or "")
 
     @property
     def base_url(self) -> str:
         """``plugins.honcho.base_url``, else ``$HONCHO_URL``; ``""`` means Honcho's cloud."""
-        return str(self.settings.get("base_url") or os.environ.get("HONCHO_URL") or "")
+        return str(self.settings.get("base_url") or self.env.get("HONCHO_URL") or "")
 
     @property
     def workspace(self) -> str:

@@ -121,6 +121,8 @@ class Mem0Provider(hermes.MemoryProvider):
 
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
         configured, self.config_error = kernel.config.plugin_lenient("mem0") if kernel is not None else ({}, "")
+        # The kernel's environment (process over $HERMES_HOME/.env), never another home's.
+        self.env = getattr(kernel, "env", None) or os.environ
         self.settings = _merge(_merge(DEFAULTS, configured), settings or {})
         self.home = Path(kernel.home) if kernel is not None else None
         s = self.settings
@@ -132,8 +134,8 @@ class Mem0Provider(hermes.MemoryProvider):
         # Local Qdrant is not thread-safe: serialize every call in local mode.
         self._io_lock: Any = threading.RLock()
         self.session_id = ""
-        self.user_id = str(s["user_id"] or os.environ.get("MEM0_USER_ID") or "hermes-user")
-        self.agent_id = str(s["agent_id"] or os.environ.get("MEM0_AGENT_ID") or "hermes")
+        self.user_id = str(s["user_id"] or self.env.get("MEM0_USER_ID") or "hermes-user")
+        self.agent_id = str(s["agent_id"] or self.env.get("MEM0_AGENT_ID") or "hermes")
         self.agent_context = "primary"
         self.platform = "cli"
         self._closing = False  # shutdown started: no new work is accepted
@@ -148,7 +150,7 @@ class Mem0Provider(hermes.MemoryProvider):
     @property
     def api_key(self) -> str:
         """The platform API key: ``plugins.mem0.api_key``, else ``$MEM0_API_KEY``."""
-        return str(self.settings.get("api_key") or os.environ.get("MEM0_API_KEY") or "")
+        return str(self.settings.get("api_key") or self.env.get("MEM0_API_KEY") or "")
 
     @property
     def mode(self) -> str:
@@ -165,11 +167,11 @@ class Mem0Provider(hermes.MemoryProvider):
         """Where the local LLM lives: a configured base URL, a raw mem0 ``llm`` config,
         or OpenAI itself when ``$OPENAI_API_KEY`` is set; ``""`` when none is."""
         llm = self.settings["llm"]
-        if llm.get("base_url") or os.environ.get("OPENAI_BASE_URL"):
-            return str(llm.get("base_url") or os.environ["OPENAI_BASE_URL"])
+        if llm.get("base_url") or self.env.get("OPENAI_BASE_URL"):
+            return str(llm.get("base_url") or self.env["OPENAI_BASE_URL"])
         if (self.settings.get("config") or {}).get("llm"):
             return "(plugins.mem0.config.llm)"
-        if llm.get("api_key") or os.environ.get("OPENAI_API_KEY"):
+        if llm.get("api_key") or self.env.get("OPENAI_API_KEY"):
             return "https://api.openai.com/v1"
         return ""
 
@@ -235,16 +237,16 @@ class Mem0Provider(hermes.MemoryProvider):
     # -- the client -----------------------------------------------------------------------
 
     def _data_dir(self) -> Path:
-        home = self.home or Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser()
+        home = self.home or Path(self.env.get("HERMES_HOME") or "~/.hermes").expanduser()
         return home / "mem0"
 
     def local_config(self) -> dict[str, Any]:
         """The ``mem0.Memory.from_config`` dict local mode uses."""
         s = self.settings
         llm, emb, store = s["llm"], s["embedder"], s["vector_store"]
-        base_url = llm.get("base_url") or os.environ.get("OPENAI_BASE_URL")
+        base_url = llm.get("base_url") or self.env.get("OPENAI_BASE_URL")
         # A local server ignores the key but the OpenAI SDK insists on one.
-        api_key = llm.get("api_key") or os.environ.get("OPENAI_API_KEY") or (
+        api_key = llm.get("api_key") or self.env.get("OPENAI_API_KEY") or (
             "not-needed" if base_url else None)
         emb_url = emb.get("base_url") or base_url
         emb_key = emb.get("api_key") or api_key
@@ -289,7 +291,7 @@ class Mem0Provider(hermes.MemoryProvider):
         if mode == "platform":
             from mem0 import MemoryClient
 
-            host = self.settings.get("host") or os.environ.get("MEM0_HOST") or None
+            host = self.settings.get("host") or self.env.get("MEM0_HOST") or None
             self._io_lock = contextlib.nullcontext()  # httpx is thread-safe
             return MemoryClient(api_key=self.api_key, host=host)
         from mem0 import Memory
