@@ -148,7 +148,7 @@ def _placeholder(value: str) -> bool:
 def _key_kind(name: str) -> str:
     """``"strong"``, ``"weak"`` or ``""`` for a key name such as ``DB_PASSWORD``,
     ``apiKey``, ``"client-secret"`` or ``x-api-key``."""
-    bare = _CAMEL.sub("_", name.strip("\"'` $")).lower()
+    bare = _CAMEL.sub("_", name.strip("\"'` $\\")).lower()
     if bare.endswith(("tokens", "keys", "_count", "_id", "_ids", "_name", "_names", "_file",
                       "_path", "_env", "_url", "_len", "_length", "_size", "_type", "_limit")):
         return ""
@@ -192,9 +192,12 @@ _CHECKS: dict[str, Callable[[str, str], bool]] = {
 }
 
 _I = re.IGNORECASE
-# A quoted or bare value, as three alternative secret groups.
-_VALUE = (r"(?:\"(?P<secret_dq>[^\"\n]{1,300})\"|'(?P<secret_sq>[^'\n]{1,300})'"
-          r"|(?P<secret_bare>[^\s\"',;&<>(){}\[\]][^\s\"',;&(]{0,299}))")
+# A quoted or bare value, as three alternative secret groups. Quotes may be escaped
+# (JSON inside a JSON string: tool-call arguments, transcripts quoted in a prompt).
+_VALUE = (r"(?:\\{0,3}\"(?P<secret_dq>(?:[^\"\\\n]|\\[^\"\\\n]){1,300})\\{0,3}\""
+          r"|\\{0,3}'(?P<secret_sq>(?:[^'\\\n]|\\[^'\\\n]){1,300})\\{0,3}'"
+          r"|(?P<secret_bare>[^\s\"'\\,;&<>(){}\[\]][^\s\"',;&(]{0,299}))")
+_Q = r"(?:\\{0,3}[\"'])?"  # an optional, possibly escaped, quote
 _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before - and _
 
 #: The table. Order matters only where rules overlap: specific formats come first, so
@@ -296,16 +299,18 @@ SECRET_RULES: tuple[SecretRule, ...] = (
                ("-u", "--user", "--pass", "--token", "--api", "--secret", "--auth", "--access")),
     SecretRule("assignment", "value of a key-like name in JSON, YAML, INI, .env, TOML or code "
                "(api_key, password, secret, token …; weak names such as 'key' need a random value)",
-               r"(?<![A-Za-z0-9_.\-])(?P<name>[\"']?[A-Za-z_$][A-Za-z0-9_.\-]{0,60}[\"']?)"
-               r"\s*(?::=|=>|==?|:)\s*(?:[rbuf]?)" + _VALUE,
+               # The value is matched inside a lookahead, so that when the check refuses
+               # ("content": "…") the search goes on inside the value ("passwd: …").
+               r"(?<![A-Za-z0-9_.\-])(?P<name>" + _Q + r"[A-Za-z_$][A-Za-z0-9_.\-]{0,60}" + _Q + ")"
+               r"\s*(?::=|=>|==?|:)\s*(?=[rbuf]?" + _VALUE + ")",
                ("pass", "pwd", "secret", "key", "token", "auth", "sig", "salt", "cookie", "session",
                 "credential", "dsn", "hmac", "connection"), check="assignment"),
     SecretRule("prose-password", "a password, passphrase, PIN or secret given in prose "
                "(\"my password is …\", \"the wifi password for X is …\")",
                r"\b(?P<name>pass(?:word|wd|phrase|code)|pwd|pin|secret|api\s+key|access\s+key|token)"
                r"(?:\s+(?:for|of|to|on)\s+[^\s,.;:]{1,40}(?:\s+[^\s,.;:]{1,40})?)?"
-               r"\s+(?:is|was|are|=|:|-)\s+(?:now\s+|still\s+|just\s+)?[\"'`“]?"
-               r"(?P<secret>[^\s\"'`”]{4,200}?)(?=[\"'`”]|[.,;!?]?(?:\s|$))",
+               r"\s+(?:is|was|are|=|:|-)\s+(?=(?:now\s+|still\s+|just\s+)?(?:\\{0,3}[\"'`“])?"
+               r"(?P<secret>[^\s\"'`”\\]{4,200}?)(?=\\{0,3}[\"'`”]|[.,;!?]?(?:\s|\\n|$)))",
                ("pass", "pwd", "pin", "secret", "key", "token"), check="prose", flags=_I),
 )
 
@@ -318,6 +323,7 @@ def _secret_group(match: re.Match[str]) -> str | None:
 
 
 def _rule_spans(rule: SecretRule, text: str) -> list[tuple[int, int]]:
+    """The secret spans of ``rule`` in ``text``, sorted, overlapping ones merged."""
     check = _CHECKS[rule.check] if rule.check else None
     spans = []
     for match in rule.compiled.finditer(text):
@@ -329,7 +335,11 @@ def _rule_spans(rule: SecretRule, text: str) -> list[tuple[int, int]]:
             continue
         if check is not None and not check(match.groupdict().get("name") or "", value):
             continue
-        spans.append(match.span(group))
+        start, end = match.span(group)
+        if spans and start < spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        else:
+            spans.append((start, end))
     return spans
 
 

@@ -32,8 +32,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..compaction import redact_secrets
 from ..contracts import MemoryProvider, MemoryWriteEvent, Message
+from ..redaction import redact_secrets
 from .fencing import fence
 
 log = logging.getLogger("hermes.memory")
@@ -140,15 +140,21 @@ def _call_filtered(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **{k: v for k, v in kwargs.items() if _accepts(fn, k)})
 
 
+def _redacted(value: Any) -> Any:
+    """A copy of ``value`` with secrets redacted from every string in it, however deep:
+    message text, content parts, tool-call arguments, tool-call arguments' JSON."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
+
+
 def _redact_messages(messages: list[Message]) -> list[Message]:
-    """Copies of ``messages`` with secrets redacted from their text content."""
-    out = []
-    for message in messages:
-        copy = dict(message)
-        if isinstance(copy.get("content"), str):
-            copy["content"] = redact_secrets(copy["content"])
-        out.append(copy)
-    return out
+    """Copies of ``messages`` with secrets redacted from all their text."""
+    return [_redacted(message) for message in messages]
 
 
 def _normalize_schema(schema: Any) -> dict[str, Any] | None:
@@ -371,7 +377,7 @@ class MemoryManager:
 
     def on_turn_start(self, turn_number: int, message: str, **kwargs: Any) -> None:
         """A user turn starts (resets the memory tool's per-turn failure cap)."""
-        self._each("on_turn_start", turn_number, message, **kwargs)
+        self._each("on_turn_start", turn_number, redact_secrets(message), **kwargs)
 
     def on_pre_compress(self, messages: list[Message]) -> str:
         """Text the providers want the summarizer to keep, joined by blank lines."""
@@ -557,7 +563,8 @@ class MemoryManager:
             if provider is self.builtin:
                 return _call_filtered(provider.handle_tool_call, name, args, session_id=sid,
                                       on_commit=lambda c: self._committed(c, sid, session))
-            return _call_filtered(provider.handle_tool_call, name, args, session_id=sid)
+            # an external provider's tool usually stores or sends its arguments off the machine
+            return _call_filtered(provider.handle_tool_call, name, _redacted(args), session_id=sid)
 
         sentinel = object()
         result = self._guard(provider, f"handle_tool_call({name})", call, sentinel)
@@ -578,9 +585,8 @@ class MemoryManager:
         event = MemoryWriteEvent(action=change.action, target=change.target, content=change.content or "",
                                  old_text=getattr(change, "old_text", None), metadata=metadata)
         mirrored = MemoryWriteEvent(action=event.action, target=event.target,
-                                    content=redact_secrets(event.content), old_text=event.old_text,
-                                    metadata={k: redact_secrets(v) if isinstance(v, str) else v
-                                              for k, v in metadata.items()})
+                                    content=redact_secrets(event.content),
+                                    old_text=_redacted(event.old_text), metadata=_redacted(metadata))
         try:
             self.kernel.emit("hermes_memory_write", session=session, event=event)
         except Exception as exc:  # observers are isolated by the kernel; this is a backstop
