@@ -913,6 +913,42 @@ class SessionStore(ABC):
                     queue.append(child["id"])
         return out
 
+    def split_session(
+        self,
+        parent_id: str,
+        messages: list[Message],
+        *,
+        end_reason: str = "compression",
+        source: str = "cli",
+        model: str | None = None,
+        model_config: dict | None = None,
+        title: str | None = None,
+        cwd: str | None = None,
+    ) -> str:
+        """End ``parent_id`` with ``end_reason`` and start its continuation: a new child
+        session (``parent_session_id=parent_id``, started when the parent ended, so
+        :meth:`compression_tip` follows it) holding ``messages`` (the shape
+        :meth:`append_messages` reads) and, when given and still free, ``title``.
+        Returns the child's id.
+
+        A compaction splits a conversation this way. It must be one unit: a crash part
+        way through leaves either the parent live and unchanged or the complete child,
+        never an ended parent with an empty child. Stores should make it one
+        transaction; the default runs the steps in the order that leaves the parent
+        live until the child holds everything (a crash before the last step leaves an
+        extra child that :meth:`compression_tip` does not follow)."""
+        now = time.time()
+        child = self.create_session(source=source, model=model, model_config=model_config,
+                                    parent_session_id=parent_id, cwd=cwd, started_at=now)
+        self.append_messages(child, messages)
+        if title:
+            try:
+                self.set_title(child, title)
+            except ValueError:
+                pass  # taken meanwhile: the continuation stays untitled
+        self.end_session(parent_id, end_reason, ended_at=now)
+        return child
+
     @abstractmethod
     def update_token_counts(
         self,

@@ -213,6 +213,7 @@ class Agent:
         return DEFAULT_CONTEXT_LENGTH
 
     def _resume(self) -> None:
+        self._skip_empty_continuation()
         self.store.reopen_session(self.session_id)
         row = self.store.get_session(self.session_id) or {}
         self.system_prompt = row.get("system_prompt") or None
@@ -226,6 +227,23 @@ class Agent:
         self.messages = [m for m in self.store.get_conversation(self.session_id) if m["role"] != "system"]
         self.turn_number = sum(1 for m in self.messages if m["role"] == "user")
         self._close_open_tail()
+
+    def _skip_empty_continuation(self) -> None:
+        """An empty compression continuation (what a crash in the middle of a split left
+        before splits were one transaction) has nothing to continue: resume its parent
+        instead, and drop the empty child so the conversation has one live end."""
+        for _ in range(10):  # bounded: a chain of empty children is corrupt anyway
+            row = self.store.get_session(self.session_id) or {}
+            parent_id = row.get("parent_session_id")
+            if not parent_id or row.get("message_count"):
+                return
+            parent = self.store.get_session(parent_id) or {}
+            if parent.get("end_reason") != "compression":
+                return
+            self._notice(f"session {self.session_id} is an empty continuation left by an "
+                         f"interrupted compaction; continuing {parent_id} instead")
+            self.store.delete_session(self.session_id)
+            self.session_id = parent_id
 
     def _start_session(self) -> None:
         self.memory.initialize(
@@ -363,7 +381,8 @@ class Agent:
         byte for byte until a compaction."""
         if self.system_prompt is None:
             built = self.prompt_builder.build(self.prompt_context())
-            self.system_prompt = built.text
+            # A compacted session's one-time engine note follows its rebuilt prompt.
+            self.system_prompt = built.text + self._compaction_note
             self.store.update_system_prompt(self.session_id, self.system_prompt)
         return self.system_prompt
 
@@ -685,23 +704,25 @@ class Agent:
             after = after[1:]
 
         old_id, old_row = self.session_id, self.store.get_session(self.session_id) or {}
-        self.store.end_session(old_id, "compression")
-        self.kernel.emit("hermes_session_end", session=self.session_info(), reason="compression")
-        new_id = self.store.create_session(
-            source=self.source, model=self.model, parent_session_id=old_id, cwd=str(self.cwd),
-            model_config={"compaction_note": self._compaction_note} if self._compaction_note else None)
+        title = None
         if old_row.get("title"):
             try:
-                self.store.set_title(new_id, self.store.next_title_in_lineage(old_row["title"]))
+                title = self.store.next_title_in_lineage(old_row["title"])
             except (ValueError, HermesError) as exc:
                 log.debug("could not title the continuation: %s", exc)
-        self.session_id = new_id
-        self.messages = [dict(m) for m in after]
-        self.store.append_messages(new_id, self.messages)  # one transaction
+        # End the parent, create the child and store its transcript in one unit: a
+        # crash in between must not leave an ended parent with an empty continuation.
+        messages = [dict(m) for m in after]
+        new_id = self.store.split_session(
+            old_id, messages, end_reason="compression", source=self.source, model=self.model,
+            cwd=str(self.cwd), title=title,
+            model_config={"compaction_note": self._compaction_note} if self._compaction_note else None)
+        self._unsaved.clear()  # the continuation's transcript holds them now
+        self.kernel.emit("hermes_session_end", session=self.session_info(), reason="compression")
+        self.session_id, self.messages = new_id, messages
         self.memory.on_session_switch(new_id, parent_session_id=old_id)
         self.system_prompt = None
-        self.system_prompt = self.ensure_system_prompt() + self._compaction_note
-        self.store.update_system_prompt(new_id, self.system_prompt)
+        self.ensure_system_prompt()  # rebuilt from the layers, the compaction note re-attached
         info = getattr(self.engine, "last_compression", None) or {}
         self.kernel.emit("hermes_session_start", session=self.session_info())
         self.kernel.emit("hermes_compaction", session=self.session_info(), event=CompactionEvent(
@@ -809,6 +830,46 @@ class Agent:
         )
         self.memory.on_session_switch(self.session_id, parent_session_id="", reset=True)
         self.kernel.emit("hermes_session_start", session=self.session_info())
+
+    def undo(self) -> str | None:
+        """``/undo``: drop the last exchange (the last user message and everything after
+        it) from the live transcript and return that message (``None`` when there is
+        none). Nothing is deleted: this session ends with ``end_reason='undo'`` and keeps
+        the exchange as a branch; the conversation continues in a child session holding
+        the rest, with the same frozen system prompt (title ``NAME #N``)."""
+        last = next((i for i in range(len(self.messages) - 1, -1, -1)
+                     if self.messages[i].get("role") == "user"), None)
+        if last is None:
+            return None
+        dropped = self.messages[last].get("content")
+        kept = [dict(m) for m in self.messages[:last]]
+        old_id, old_row = self.session_id, self.store.get_session(self.session_id) or {}
+        # Ended first: the continuation is the child started after its parent ended.
+        self.store.end_session(old_id, "undo")
+        self.kernel.emit("hermes_session_end", session=self.session_info(), reason="undo")
+        new_id = self.store.create_session(
+            source=self.source, model=self.model, parent_session_id=old_id, cwd=str(self.cwd),
+            system_prompt=self.system_prompt,
+            model_config={"compaction_note": self._compaction_note} if self._compaction_note else None)
+        if kept:
+            self.store.append_messages(new_id, kept)
+        if old_row.get("title"):
+            try:
+                self.store.set_title(new_id, self.store.next_title_in_lineage(old_row["title"]))
+            except (ValueError, HermesError) as exc:
+                log.debug("could not title the continuation: %s", exc)
+        self.session_id, self.messages = new_id, kept
+        self.turn_number = max(0, self.turn_number - 1)
+        self.memory.on_session_switch(new_id, parent_session_id=old_id)
+        self.kernel.emit("hermes_session_start", session=self.session_info())
+        return dropped if isinstance(dropped, str) else json.dumps(dropped)
+
+    def switch_model(self, model: str) -> None:
+        """``/model NAME``: use ``model`` from the next call on (same client); the context
+        engine learns its window."""
+        self.model = model
+        self.context_length = self._resolve_context_length()
+        self.engine.update_model(model, self.context_length, provider=self.provider)
 
     def close(self, reason: str = "user_exit") -> None:
         """End the session at a real boundary and flush memory providers."""

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import hermes
 
 from . import schema
-from .query import RELAX_BELOW, Stage, loosen, pairs_match, parse, plan, relaxed_match
+from .query import RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
 
 log = logging.getLogger("hermes.sessions")
 
@@ -534,6 +534,54 @@ class SQLiteSessionStore(hermes.SessionStore):
         self._write(lambda c: c.execute(
             "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?", (session_id,)))
 
+    def split_session(
+        self,
+        parent_id: str,
+        messages: list[hermes.Message],
+        *,
+        end_reason: str = "compression",
+        source: str = "cli",
+        model: str | None = None,
+        model_config: dict | None = None,
+        title: str | None = None,
+        cwd: str | None = None,
+    ) -> str:
+        """End the parent, create the child (titled when the title is free) and store
+        its messages in ONE transaction: a crash anywhere leaves the parent live and
+        unchanged or the complete continuation. The test-only fault point
+        ``compaction-split`` (:mod:`hermes.testing.faults`) fires before the commit."""
+        from hermes.testing.faults import fault_point
+
+        now = time.time()
+        try:
+            clean = sanitize_title(title)
+        except ValueError:
+            clean = None
+        batch = list(messages)
+
+        def split(conn: sqlite3.Connection) -> str:
+            conn.execute("UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+                         (now, end_reason, parent_id))
+            known = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (parent_id,)).fetchone()
+            for _ in range(20):
+                child = new_session_id(now)
+                if conn.execute(
+                    "INSERT OR IGNORE INTO sessions (id, source, model, model_config, "
+                    "parent_session_id, started_at, cwd) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (child, source or "unknown", model, _encode_json(model_config),
+                     parent_id if known else None, now, cwd),
+                ).rowcount:
+                    break
+            else:
+                raise hermes.StoreError("could not generate a unique session id")
+            if clean and conn.execute("SELECT 1 FROM sessions WHERE title = ?", (clean,)).fetchone() is None:
+                conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (clean, child))
+            self._insert_messages(conn, child, batch, bulk=True)
+            fault_point("compaction-split")
+            return child
+
+        return self._write(split)
+
     def list_sessions(
         self,
         *,
@@ -935,8 +983,6 @@ class SQLiteSessionStore(hermes.SessionStore):
                     break
                 if len(hits) >= need:
                     break
-                if stage.combine == "all_pairs" and hits:
-                    continue  # the costly last resort is for questions nothing else answered
                 exclude = [h["id"] for h in hits]
                 hits += self._run_stage(conn, stage, query, filter_sql, filter_params,
                                         need - len(hits), exclude, seen)
@@ -948,16 +994,13 @@ class SQLiteSessionStore(hermes.SessionStore):
         return self._read(run)
 
     def _drop_common_terms(self, conn: sqlite3.Connection, stage: Stage,
-                           seen: dict[str, bool]) -> Stage | None:
+                           seen: dict[str, bool]) -> Stage:
         """A word as common as "database" matches a large share of all messages and adds
-        little to a relaxed query, yet it would make the query rank (or window) mostly
-        unrelated messages. Probe each term (at most ``cap`` postings; ``seen`` caches
-        the answers for one search) and, as long as a rarer term is left, drop the common
-        ones from an "any" stage and the pairs of two common terms from a "pairs" stage.
-        The last-resort "all_pairs" stage runs only when such pairs were dropped (``None``:
-        skip it)."""
-        if stage.index != "words" or len(stage.terms) < 2:
-            return None if stage.combine == "all_pairs" else stage
+        little to a relaxed query, yet it would make the query rank mostly unrelated
+        messages. Probe each term (at most ``cap`` postings; ``seen`` caches the answers
+        for one search) and, as long as a rarer term is left, drop the common ones."""
+        if stage.combine != "any" or len(stage.terms) < 2:
+            return stage
         total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         common = []
@@ -968,23 +1011,17 @@ class SQLiteSessionStore(hermes.SessionStore):
                     "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
                     (expr, cap)).fetchone()[0] >= cap
             common.append(seen[expr])
-        if stage.combine == "all_pairs":
-            return stage if sum(common) >= 2 and not all(common) else None
         if all(common) or not any(common):
             return stage
-        if stage.combine == "pairs":
-            return dataclasses.replace(stage, match=pairs_match(stage.terms, stage.negatives, common))
         rare = [t for t, c in zip(stage.terms, common, strict=True) if not c]
-        return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives), terms=rare)
+        return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives, context=stage.context),
+                                   terms=rare)
 
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
                    filter_params: list[Any], count: int, exclude: list[int],
                    seen: dict[str, bool]) -> list[hermes.SearchHit]:
         table = "messages_fts" if stage.index == "words" else "messages_fts_trigram"
-        pruned = self._drop_common_terms(conn, stage, seen)
-        if pruned is None:
-            return []
-        stage = pruned
+        stage = self._drop_common_terms(conn, stage, seen)
         where, params = [], []
         if stage.match is not None:
             where.append(f"{table} MATCH ?")
@@ -1017,10 +1054,29 @@ class SQLiteSessionStore(hermes.SessionStore):
                 params.append(newest[-1][0])
         if stage.match is not None and not stage.highlight:
             tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
-            snippet = f"snippet({table}, -1, '>>>', '<<<', '...', {tokens})"
+            # The message's own text (column 0), or its tool call when it has no text;
+            # never the index-only columns (the previous message, the date).
+            snippet = (f"CASE WHEN coalesce(m.content, '') = '' THEN "
+                       f"snippet({table}, 2, '>>>', '<<<', '...', {tokens}) "
+                       f"ELSE snippet({table}, 0, '>>>', '<<<', '...', {tokens}) END")
         else:
             snippet = "NULL"
-        if by_recency:  # newest first: the index walks its rows in that order and stops early
+        if stage.combine == "grams":
+            # CJK bigrams: rank the CJK messages by how many distinct bigrams of the
+            # question they contain (a scan of the CJK table, which holds only them).
+            # A bigram in the previous message counts for less (the question may use the
+            # words of the turn before the answer).
+            prev_weight = schema.PREV_WEIGHT if stage.context else 0.0
+            counts = " + ".join(f"(instr({table}.content, ?) > 0) + {prev_weight} * "
+                                f"(instr(coalesce({table}.prev, ''), ?) > 0)" for _ in stage.grams)
+            score = f"({counts})"
+            order = f"score DESC, length({table}.content), {table}.rowid DESC"
+            where.insert(0, "score >= 1")
+            params = [*(g for g in stage.grams for _ in (0, 1)), *params]
+            for term in stage.negatives:
+                where.append(f"instr({table}.content, ?) = 0")
+                params.append(term.text)
+        elif by_recency:  # newest first: the index walks its rows in that order and stops early
             score, order = "0.0", f"{table}.rowid DESC"
         else:
             score = order = f"{table}.rank"

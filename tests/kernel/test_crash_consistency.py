@@ -164,3 +164,74 @@ def agent_factory(kernel_factory, fake_llm):
     yield make
     for agent in agents:
         agent.close()
+
+
+# -- 2. a crash during the compaction split ------------------------------------------------
+
+_COMPACT_CHILD = textwrap.dedent("""
+    import os, sys
+    import hermes
+    from hermes.runtime.agent import Agent
+
+    url = sys.argv[1]
+    config = {"model": {"provider": "openai", "name": "fake-model", "base_url": url,
+                        "api_key": "fake-key", "retry_base_delay": 0.01, "timeout": 10.0},
+              "memory": {"nudge_interval": 0}}
+    kernel = hermes.Kernel(config=config, home=os.environ["HERMES_HOME"], autoload=False)
+    agent = Agent(kernel)
+    agent.run_turn("my name is Ada and I deploy with rsync " + "filler " * 60)
+    for i in range(5):
+        agent.run_turn(f"question {i} " + "filler " * 60)
+    print(agent.session_id, flush=True)
+    agent.compact(force=True, reason="manual")
+    print("compacted", agent.session_id, flush=True)
+""")
+
+
+def test_crash_during_the_compaction_split_resumes_the_conversation(tmp_path, fake_llm):
+    fake_llm.handler = lambda req: (Reply(text="ok") if req.body.get("tools")
+                                    else Reply(text="## Goal\nsummary: the user is Ada"))
+    env = {**os.environ, "HERMES_HOME": str(tmp_path), "HERMES_FAULT_POINT": "compaction-split"}
+    child = subprocess.run([sys.executable, "-c", _COMPACT_CHILD, fake_llm.openai_url],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
+    parent = child.stdout.split()[0]
+
+    proc = chat(tmp_path, fake_llm, "-c", "-q", "what is my name?")
+    assert proc.returncode == 0, proc.stderr
+    sent = fake_llm.requests[-1].body["messages"]
+    users = [m["content"] for m in sent if m["role"] == "user"]
+    # the conversation so far travelled with the new message (not an empty transcript)
+    assert any("my name is Ada" in u for u in users), users
+    assert users[-1] == "what is my name?"
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        store = kernel.session_store
+        tip = store.compression_tip(parent)
+        assert tip == parent  # the split never happened: the parent is live again
+        assert store.get_session(parent)["end_reason"] == "user_exit"
+        assert store.children(parent) == []  # the killed split left nothing behind
+        assert store.get_messages(tip)[-1]["content"] == "ok"
+        # no empty continuation is left behind
+        for sid in store.lineage(parent):
+            assert store.get_messages(sid), f"session {sid} is empty"
+
+
+def test_an_empty_continuation_falls_back_to_its_parent(agent_factory, fake_llm):
+    """What a crash mid-split left before splits were one transaction: an ended parent
+    and an empty child. Resuming the child continues the parent."""
+    first = agent_factory()
+    first.run_turn("my name is Ada")
+    parent = first.session_id
+    first.close()
+    store = first.store
+    store.end_session(parent, "compression")
+    store.reopen_session(parent)
+    store.end_session(parent, "compression")
+    empty = store.create_session(parent_session_id=parent, source="cli")
+    assert store.compression_tip(parent) == empty
+    resumed = agent_factory(session_id=empty)
+    assert resumed.session_id == parent
+    assert resumed.run_turn("what is my name?").status == "ok"
+    users = [m["content"] for m in fake_llm.requests[-1].body["messages"] if m["role"] == "user"]
+    assert users == ["my name is Ada", "what is my name?"]
+    assert store.get_session(empty) is None

@@ -274,6 +274,28 @@ class SessionStoreConformance:
         cont = store.create_session("cont", parent_session_id=parent, started_at=T0 + 5)
         assert store.compression_tip(parent) == cont  # the sub-agent started before the end
 
+    def test_split_session(self, store: Any) -> None:
+        parent = self._session_with(store, ["deploy with rsync", "then restart"])
+        store.set_title(parent, "Deploys")
+        summary = [{"role": "user", "content": "summary of the deploy talk"},
+                   {"role": "assistant", "content": "", "tool_calls": [_call("restart", {})]},
+                   {"role": "tool", "tool_call_id": "call_1", "name": "restart", "content": "ok"}]
+        child = store.split_session(parent, summary, model="m", model_config={"note": "x"},
+                                    title="Deploys #2", cwd="/work")
+        row, old = store.get_session(child), store.get_session(parent)
+        assert row["parent_session_id"] == parent and row["title"] == "Deploys #2"
+        assert row["model_config"] == {"note": "x"} and row["ended_at"] is None
+        assert old["end_reason"] == "compression" and old["ended_at"] is not None
+        assert store.compression_tip(parent) == child
+        assert store.get_conversation(child) == [
+            {"role": "user", "content": "summary of the deploy talk"},
+            {"role": "assistant", "content": "", "tool_calls": [_call("restart", {})]},
+            {"role": "tool", "content": "ok", "tool_call_id": "call_1", "name": "restart"}]
+        assert len(store.get_messages(parent)) == 2  # the parent keeps its transcript
+        # a title taken meanwhile leaves the continuation untitled instead of failing
+        other = store.split_session(child, [{"role": "user", "content": "again"}], title="Deploys")
+        assert store.get_session(other)["title"] is None
+
     def test_children_and_lineage(self, store: Any) -> None:
         root, mid, tip = self._compressed_chain(store)
         sub = store.create_session("chain-sub", parent_session_id=mid, source="subagent",
