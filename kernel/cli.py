@@ -36,24 +36,45 @@ class CLIState:
         self.strict = strict or truthy(os.environ.get("HERMES_STRICT_PLUGINS"))
         self.trace = trace
         self._kernel: Any = None
+        self._fallback: Any = None
+        #: The error that kept config.yaml or .env from loading, once :meth:`kernel` met it.
+        self.config_error: HermesError | None = None
 
     def kernel(self) -> Any:
         """The kernel of this invocation (lenient: failures recorded, selection unchecked,
         strict mode ignored), so that listing, inspecting and removing plugins always
         works."""
         if self._kernel is None:
-            from .core import Kernel
-
-            self._kernel = Kernel(
-                home=self.home,
-                safe_mode=True if self.no_plugins else None,
-                disable_plugins=self.disable,
-                load_plugins=self.load,
-                strict=False,
-                trace=self.trace or None,
-                check_selection=False,
-            )
+            self._kernel = self._build()
         return self._kernel
+
+    def _build(self, **kwargs: Any) -> Any:
+        from .core import Kernel
+
+        return Kernel(
+            home=self.home,
+            safe_mode=True if self.no_plugins else None,
+            disable_plugins=self.disable,
+            load_plugins=self.load,
+            strict=False,
+            trace=self.trace or None,
+            check_selection=False,
+            **kwargs,
+        )
+
+    def listing_kernel(self) -> Any:
+        """:meth:`kernel`, or, when config.yaml or .env is broken, a kernel that ignores
+        them (defaults only; :attr:`config_error` says why), so that ``--help``,
+        ``plugins list`` and the plugin commands are still there to fix things with."""
+        from .errors import ConfigError
+
+        try:
+            return self.kernel()
+        except ConfigError as exc:
+            self.config_error = exc
+            if self._fallback is None:
+                self._fallback = self._build(read_config=False)
+            return self._fallback
 
     def strict_kernel(self) -> Any:
         """The kernel, refusing to go on when strict mode is asked for and a plugin failed,
@@ -87,10 +108,13 @@ class HermesGroup(click.Group):
         commands = root.meta["hermes.plugin_commands"] = {}
         owners: dict[str, str] = {name: "hermes" for name in self.commands}
         try:
-            kernel = _state(ctx).kernel()
+            # A broken config.yaml or .env still lists (and dispatches to) the plugin
+            # commands; running one then reports the config error.
+            kernel = _state(ctx).listing_kernel()
         except HermesError as exc:
-            # A broken config or home must still leave the built-in commands usable.
-            click.echo(f"hermes: {exc}", err=True)
+            # A broken home must still leave the built-in commands usable; a plugin
+            # command asked for then reports this error (get_command), not "No such command".
+            root.meta["hermes.load_error"] = exc
             return commands
         for impl in kernel.pm.ordered_impls("hermes_register_commands"):
             if kernel.pm.get_plugin(impl.plugin_name) is None:
@@ -98,7 +122,8 @@ class HermesGroup(click.Group):
             scratch = click.Group(self.name, commands={**self.commands, **commands})
             kernel.pm.notify("hermes_register_commands", [impl], {"cli": scratch})
             try:
-                impl.function(**{k: scratch for k in impl.argnames if k == "cli"})
+                with kernel.pm.guard(impl.plugin_name, "registering commands"):
+                    impl.function(**{k: scratch for k in impl.argnames if k == "cli"})
             except Exception as exc:
                 record = kernel.pm.records.get(impl.plugin_name)
                 if record is not None:
@@ -118,16 +143,40 @@ class HermesGroup(click.Group):
         return commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(self.commands) | set(self._plugin_commands(ctx)))
+        names = sorted(set(self.commands) | set(self._plugin_commands(ctx)))
+        error = ctx.find_root().meta.get("hermes.load_error")
+        if error is not None:
+            click.echo(f"hermes: {error} (plugin commands are not listed)", err=True)
+        return names
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return self.commands.get(cmd_name) or self._plugin_commands(ctx).get(cmd_name)
+        command = self.commands.get(cmd_name) or self._plugin_commands(ctx).get(cmd_name)
+        error = ctx.find_root().meta.get("hermes.load_error")
+        if command is None and error is not None:
+            failure = HermesCLIError(str(error))
+            failure.exit_code = exit_code(error)
+            raise failure
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except HermesError as exc:
-            raise HermesCLIError(str(exc)) from exc
+            error = HermesCLIError(str(exc))
+            error.exit_code = exit_code(exc)
+            raise error from exc
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status of a :class:`HermesError`: 2 for a configuration or usage error
+    (:class:`ConfigError`, :class:`HomeError`, or an error carrying ``exit_code = 2``),
+    1 for a failure."""
+    from .errors import ConfigError, HomeError
+
+    code = getattr(exc, "exit_code", None)
+    if isinstance(code, int) and code:
+        return code
+    return 2 if isinstance(exc, (ConfigError, HomeError)) else 1
 
 
 def _state(ctx: click.Context) -> CLIState:
@@ -210,8 +259,12 @@ def plugins_list(state: CLIState, as_json: bool, show_all: bool, hook: str | Non
 
     Shows name, distribution and version, source (default, entrypoint, local,
     registered), status (active, blocked, failed), hooks and registrations. Works with
-    broken plugins and in safe mode."""
-    kernel = state.kernel()
+    broken plugins and in safe mode, and with a broken config.yaml (listed as if it were
+    empty, with a warning)."""
+    kernel = state.listing_kernel()
+    if state.config_error is not None:
+        click.echo(f"hermes: warning: {state.config_error} Plugins are listed as if "
+                   "config.yaml were empty.", err=True)
     records = [r for r in kernel.plugins if show_all or r.source != "default"]
     if hook:
         records = [r for r in records if hook in r.hooks]
@@ -432,13 +485,16 @@ def config() -> None:
 def config_show(state: CLIState, as_json: bool) -> None:
     """Print the effective configuration.
 
-    The defaults merged with config.yaml; $env/$file references are shown, not resolved."""
+    The defaults merged with config.yaml; $env/$file references are shown, not resolved,
+    and secret-looking values are masked."""
     import yaml
 
     from .config import Config, resolve_home
+    from .redaction import mask_secrets
 
     home = resolve_home(state.home)
-    data = Config.load(home).as_dict()
+    # Secret-looking values are masked; $env/$file references are shown as written.
+    data = mask_secrets(Config.load(home).as_dict())
     if as_json:
         echo_json(data)
     else:
@@ -493,6 +549,7 @@ def doctor(state: CLIState, as_json: bool) -> None:
     kernel = None
     if home is not None:
         report["config_file"] = str(home / CONFIG_FILE)
+        report["warnings"] = _privacy_warnings(home)
         try:
             kernel = state.kernel()
         except HermesError as exc:
@@ -519,6 +576,9 @@ def doctor(state: CLIState, as_json: bool) -> None:
         report["hook_errors"] = [f"{p} in {h}: {e}" for (p, h), e in kernel.pm.hook_errors.items()]
         report["checks"] = _doctor_checks(kernel, problems)
     report["problems"] = problems
+    from .redaction import mask_secrets
+
+    report = mask_secrets(report)  # doctor output is pasted into bug reports: no secrets
     if as_json:
         echo_json(report)
     else:
@@ -532,11 +592,34 @@ def doctor(state: CLIState, as_json: bool) -> None:
                 click.echo(f"{kind}: {sel['name'] or '(none)'}" + (f" [{sel['plugin']}]" if sel["plugin"] else ""))
             for line in report["checks"]:
                 click.echo(f"check: {line}")
-        for problem in problems:
+        for warning in report.get("warnings", []):
+            click.echo(f"warning: {warning}")
+        for problem in report["problems"]:
             click.echo(f"problem: {problem}")
         if not problems:
             click.echo("No problems found.")
     sys.exit(1 if problems else 0)
+
+
+def _privacy_warnings(home: Any) -> list[str]:
+    """Files of ``home`` that other users can read or enter, each with the chmod that
+    fixes it (a warning, not a problem: the home still works)."""
+    import shlex
+    import stat
+
+    wanted = [(home, 0o700), (home / "memories", 0o700), (home / ".env", 0o600),
+              (home / "state.db", 0o600), (home / "logs" / "hermes.log", 0o600)]
+    warnings = []
+    for path, mode in wanted:
+        try:
+            current = stat.S_IMODE(path.stat().st_mode)
+        except OSError:
+            continue
+        if current & 0o077:
+            who = "other users" if current & 0o007 else "its group"
+            warnings.append(f"{path} can be read by {who} (mode {current:04o}); "
+                            f"fix with: chmod {mode:o} {shlex.quote(str(path))}")
+    return warnings
 
 
 def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
@@ -586,20 +669,30 @@ def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
 
 
 @cli.command()
-@click.option("-c", "--continue", "resume", is_flag=True, help="Resume the latest session.")
-@click.option("-q", "--query", metavar="TEXT", help="Answer one message and exit (scriptable).")
+@click.option("-c", "--continue", "resume", is_flag=True, help="Continue the latest session.")
+@click.option("-r", "--resume", "resume_ref", metavar="ID|TITLE",
+              help="Continue this session (an id, a unique id prefix or a title).")
+@click.option("-q", "--query", metavar="TEXT",
+              help="Answer one message and exit (scriptable); '-' reads it from stdin.")
+@click.option("--json", "json_out", is_flag=True,
+              help="With -q: print the answer, usage and session id as one JSON object.")
+@click.option("--plain", is_flag=True, help="Raw text: no markdown rendering, no colours.")
 @click.option("--model", help="Model name (overrides model.name).")
 @click.option("--provider", help="LLM client (overrides model.provider): anthropic, openai, …")
 @click.option("--base-url", help="API base URL, e.g. a local OpenAI-compatible server.")
 @pass_state
-def chat(state: CLIState, resume: bool, query: str | None, model: str | None,
-         provider: str | None, base_url: str | None) -> None:
-    """Chat with the agent in the terminal (or answer one message with -q)."""
+def chat(state: CLIState, resume: bool, resume_ref: str | None, query: str | None, json_out: bool,
+         plain: bool, model: str | None, provider: str | None, base_url: str | None) -> None:
+    """Chat with the agent in the terminal (or answer one message with -q, or piped stdin).
+
+    In the chat: Enter sends, Esc-Enter or Ctrl-J starts a new line, /help lists the
+    commands, Ctrl-C stops an answer (at an empty prompt it leaves)."""
     from .errors import LLMAuthError
     from .runtime.chat import main_error, run_chat
 
     try:
-        run_chat(state, resume=resume, query=query, model=model, provider=provider, base_url=base_url)
+        run_chat(state, resume=resume, resume_ref=resume_ref, query=query, json_out=json_out,
+                 plain=plain, model=model, provider=provider, base_url=base_url)
     except LLMAuthError as exc:
         main_error(exc)
 
@@ -607,8 +700,17 @@ def chat(state: CLIState, resume: bool, query: str | None, model: str | None,
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``hermes`` console script: user errors are one line on stderr
     and exit status 1; a traceback means a bug."""
+    args = sys.argv[1:] if argv is None else argv
+    for n, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 arrive as lone surrogates
+            shown = os.fsencode(arg).decode("utf-8", "backslashreplace")
+            click.echo(f"hermes: error: argument {n} ({shown}) is not valid UTF-8. "
+                       "Pass text and paths as UTF-8.", err=True)
+            sys.exit(2)
     try:
-        code = cli.main(args=argv, prog_name="hermes", standalone_mode=False)
+        code = cli.main(args=args, prog_name="hermes", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -619,7 +721,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except HermesError as exc:
         click.echo(f"hermes: error: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(exit_code(exc))
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         sys.exit(130)

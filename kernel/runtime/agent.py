@@ -35,6 +35,7 @@ from ..contracts import (
 )
 from ..errors import ContextLengthError, HermesError, LLMError, StoreError
 from ..util import estimate_messages_tokens
+from .session_lock import SessionLock
 from .transcript import unanswered_tail, with_missing_results
 
 log = logging.getLogger("hermes.runtime")
@@ -184,14 +185,17 @@ class Agent:
         self._unsaved: list[tuple[Message, str | None]] = []
         self._stream_error = ""
 
+        self._lock: SessionLock | None = None
         if session_id and self.store.get_session(session_id):
             self.session_id = session_id
+            self._lock_conversation()  # before anything is written to it
             self._resume()
         else:
             self.session_id = self.store.create_session(
                 session_id, source=source, model=self.model,
                 parent_session_id=parent.session_id if parent else None, cwd=str(self.cwd),
             )
+            self._lock_conversation()
         self._start_session()
 
     # -- set-up -------------------------------------------------------------------------
@@ -211,6 +215,18 @@ class Agent:
             "tokens. Set model.context_length in config.yaml to be exact."
         )
         return DEFAULT_CONTEXT_LENGTH
+
+    def _lock_conversation(self) -> None:
+        """One writer per conversation (see :mod:`.session_lock`): a top-level agent
+        locks the lineage root of its session, which compaction splits keep; a
+        sub-agent writes only under its parent, which holds the lock."""
+        if self.parent is not None:
+            return
+        lock = SessionLock(self.kernel.home, self.store.lineage_root(self.session_id))
+        lock.acquire()
+        if self._lock is not None:
+            self._lock.release()
+        self._lock = lock
 
     def _resume(self) -> None:
         self._skip_empty_continuation()
@@ -821,6 +837,7 @@ class Agent:
         self.store.end_session(old, "new_session")
         self.kernel.emit("hermes_session_end", session=self.session_info(), reason="new_session")
         self.session_id = self.store.create_session(source=self.source, model=self.model, cwd=str(self.cwd))
+        self._lock_conversation()
         self.messages, self.system_prompt, self.turn_number = [], None, 0
         self._compaction_note = ""
         self.engine.on_session_reset()
@@ -878,12 +895,20 @@ class Agent:
         self._closed = True
         self.wait_for_review()
         try:
+            self._store_unsaved()
+        except StoreError as exc:
+            self._notice(f"messages of this conversation could not be stored and are lost: {exc}")
+        try:
             self.memory.on_session_end(list(self.messages))
             self.engine.on_session_end(self.session_id, list(self.messages))
         finally:
-            self.store.end_session(self.session_id, reason)
-            self.kernel.emit("hermes_session_end", session=self.session_info(), reason=reason)
-            self.memory.shutdown()
+            try:
+                self.store.end_session(self.session_id, reason)
+                self.kernel.emit("hermes_session_end", session=self.session_info(), reason=reason)
+                self.memory.shutdown()
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
 
     def __enter__(self) -> Agent:
         return self

@@ -83,6 +83,8 @@ class Reply:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     error: int | str | None = None
     delay: float = 0.0
+    #: seconds between streamed text pieces (a slow stream, to interrupt mid-answer)
+    chunk_delay: float = 0.0
     usage: dict[str, Any] | None = None
     stop_reason: str | None = None
 
@@ -645,6 +647,8 @@ class FakeLLMServer:
         h._start_sse()
         h._sse(chunk({"role": "assistant", "content": ""}))
         for piece in _pieces(reply.text):
+            if reply.chunk_delay and self._stopping.wait(reply.chunk_delay):
+                break
             h._sse(chunk({"content": piece}))
         for index, call in enumerate(calls):
             h._sse(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
@@ -838,6 +842,8 @@ class FakeLLMServer:
             if block["type"] == "text":
                 event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
                 for piece in _pieces(block["text"]):
+                    if reply.chunk_delay and self._stopping.wait(reply.chunk_delay):
+                        break
                     event("content_block_delta", {"index": index,
                                                   "delta": {"type": "text_delta", "text": piece}})
             else:

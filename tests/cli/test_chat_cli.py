@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import hermes
+from hermes.testing.fakellm import Reply
 
 HERMES = [sys.executable, "-m", "hermes.cli"]
 
@@ -57,15 +59,89 @@ def test_continue_resumes_the_latest_session(tmp_path, fake_llm, flags):
     assert sent[0]["content"] == fake_llm.requests[0].body["messages"][0]["content"]
 
 
-def test_interactive_commands(tmp_path, fake_llm, flags):
-    script = "/help\n/title Demo chat\nhello there\n/memory\n/new\nsecond session\n/exit\n"
-    proc = run(["chat", *flags], tmp_path, input=script)
+def test_piped_stdin_is_one_message(tmp_path, fake_llm, flags):
+    proc = run(["chat", *flags], tmp_path, input="first line\n/help\nthird line\n")
     assert proc.returncode == 0, proc.stderr
-    assert "echo: hello there" in proc.stdout
-    assert "/compress" in proc.stdout  # /help
-    assert "prompt caching off" in proc.stderr
+    assert fake_llm.requests[-1].last_user_text == "first line\n/help\nthird line"
+    assert proc.stdout.strip() == "echo: first line\n/help\nthird line"
+    assert "\x1b[" not in proc.stdout  # no styling when stdout is not a terminal
+
+
+def test_query_dash_reads_stdin(tmp_path, fake_llm, flags):
+    proc = run(["chat", *flags, "-q", "-"], tmp_path, input="from stdin\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "echo: from stdin"
+
+
+def test_empty_stdin_is_a_usage_error(tmp_path, fake_llm, flags):
+    proc = run(["chat", *flags], tmp_path, input="")
+    assert proc.returncode == 2
+    assert "standard input was empty" in proc.stderr
+
+
+def test_json_prints_one_object(tmp_path, fake_llm, flags):
+    proc = run(["chat", *flags, "-q", "hi there", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["answer"] == "echo: hi there"
+    assert data["status"] == "ok"
+    assert data["usage"]["input_tokens"] > 0 and data["usage"]["output_tokens"] > 0
     with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
-        rows = kernel.session_store.list_sessions(limit=10)
-        titled = [r for r in rows if r.get("title") == "Demo chat"]
-        assert titled and titled[0]["end_reason"] == "new_session"
-        assert len(rows) == 2
+        assert kernel.session_store.get_session(data["session_id"]) is not None
+
+
+def test_json_reports_a_failed_call_with_status_1(tmp_path, fake_llm, flags):
+    (tmp_path / "config.yaml").write_text("model:\n  max_retries: 0\n")
+    fake_llm.queue(Reply(error=500))
+    proc = run(["chat", *flags, "-q", "hi", "--json"], tmp_path)
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["status"] == "failed" and "500" in data["error"]
+
+
+def test_provider_failure_is_one_line(tmp_path, fake_llm, flags):
+    (tmp_path / "config.yaml").write_text("model:\n  max_retries: 0\n")
+    fake_llm.queue(Reply(error=500))
+    proc = run(["chat", *flags, "-q", "hi"], tmp_path)
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if "500" in ln]
+    assert len(lines) == 1, proc.stderr
+    assert "openai: openai:" not in proc.stderr
+
+
+def test_resume_by_title_and_by_id_prefix(tmp_path, fake_llm, flags):
+    first = json.loads(run(["chat", *flags, "-q", "my name is Ada", "--json"], tmp_path).stdout)
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        kernel.session_store.set_title(first["session_id"], "Ada intro")
+    proc = run(["chat", *flags, "--resume", "Ada intro", "-q", "what is my name?"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [m["content"] for m in fake_llm.requests[-1].messages if m["role"] == "user"] == [
+        "my name is Ada", "what is my name?"]
+    proc = run(["chat", *flags, "-r", first["session_id"][:-2], "-q", "and again?"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len([m for m in fake_llm.requests[-1].messages if m["role"] == "user"]) == 3
+
+
+def test_ambiguous_id_prefix_lists_the_candidates(tmp_path, fake_llm, flags):
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        for sid in ("abc-one", "abc-two", "xyz"):
+            kernel.session_store.create_session(sid)
+    proc = run(["chat", *flags, "-r", "abc", "-q", "hi"], tmp_path)
+    assert proc.returncode == 1
+    assert "ambiguous" in proc.stderr and "abc-one" in proc.stderr and "abc-two" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run(["chat", *flags, "-r", "nope", "-q", "hi"], tmp_path)
+    assert proc.returncode == 1 and "no session" in proc.stderr
+
+
+def test_usage_errors_exit_2(tmp_path, fake_llm, flags):
+    proc = run(["chat", *flags, "-c", "-r", "x", "-q", "hi"], tmp_path)
+    assert proc.returncode == 2 and "either --continue or --resume" in proc.stderr
+
+
+def test_markdown_is_rendered_on_a_terminal_only(tmp_path):
+    from hermes.runtime.render import render_markdown
+
+    out = render_markdown("# Plan\n\n- **fast** path\n\n```sh\necho '**not bold**'\n```\n")
+    assert "\x1b[1m" in out and "• " in out
+    assert "echo '**not bold**'\n" in out  # code stays verbatim, copyable
