@@ -69,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     },
     "prompt_caching": {"enabled": True, "cache_ttl": "5m"},
     "plugins": {"disabled": []},
+    "logging": {"level": "WARNING", "max_bytes": 5_000_000, "backup_count": 3},
 }
 
 # Keys whose default is None, with the types a user may set them to.
@@ -124,6 +125,10 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "model.context_length": (lambda v: v >= 1024, "a context window of at least 1024 tokens"),
     "model.max_retries": (lambda v: 0 <= v <= 20, "a number of retries from 0 to 20"),
     "model.retry_base_delay": (lambda v: v >= 0, "a delay in seconds, 0 or more (e.g. 1.0)"),
+    "logging.level": (lambda v: v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "OFF"),
+                      "one of DEBUG, INFO, WARNING, ERROR or OFF (no log file)"),
+    "logging.max_bytes": (lambda v: v >= 1024, "a file size in bytes, at least 1024"),
+    "logging.backup_count": (lambda v: 0 <= v <= 100, "a number of old log files from 0 to 100"),
 }
 
 
@@ -135,8 +140,10 @@ _RANGES: dict[str, tuple[Any, str]] = {
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The Hermes home: the argument, else ``$HERMES_HOME``, else ``~/.hermes``.
 
-    The directory is created when missing; a home that cannot be created or written
-    raises :class:`HomeError` with the path and what to do.
+    The directory is created when missing, private (0700, with ``memories/`` 0700 in
+    it); a home that cannot be created or written raises :class:`HomeError` with the
+    path and what to do. An existing home's permissions are left alone (``hermes
+    doctor`` warns when they let others read it).
     """
     raw = home if home is not None else os.environ.get("HERMES_HOME") or "~/.hermes"
     path = Path(raw).expanduser()
@@ -144,7 +151,12 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
         raise HomeError(f"HERMES_HOME {str(path)!r} is a file, not a directory. "
                         "Set HERMES_HOME to a directory (it is created when missing).")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.mkdir(parents=True, exist_ok=True)
+            # chmod after creating rather than changing the umask, which is process-wide.
+            os.chmod(path, 0o700)
+            (path / "memories").mkdir(exist_ok=True)
+            os.chmod(path / "memories", 0o700)
     except OSError as exc:
         raise HomeError(
             f"cannot create HERMES_HOME {str(path)!r}: {exc.strerror or exc}. "
@@ -668,7 +680,8 @@ def update_config(home: Path, path: str, update: Any) -> Any:
     unusual to edit. The result is validated before anything is written, so a bad value,
     or a file that is already malformed, leaves the file byte-identical.
     """
-    from .util import atomic_write_text, file_lock  # util is imported late: it is not needed to read config
+    # util is imported late: reading config never needs it.
+    from .util import atomic_write_text, file_lock
 
     file = (home / CONFIG_FILE).resolve()
     with file_lock(file):

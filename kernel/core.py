@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import weakref
 from collections import ChainMap
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from .manager import (
     PluginFailure,
     PluginRecord,
 )
+from .redaction import attach_log_file
 from .registry import KINDS, SELECTION_KEYS, Registries, make_register
 
 log = logging.getLogger("hermes")
@@ -80,6 +82,10 @@ class Kernel:
         self.env: Mapping[str, str] = ChainMap(os.environ, read_dotenv(self.home / ".env") if read_config else {})  # type: ignore[arg-type]
         self.config: Config = (Config.load(self.home, config, env=self.env) if read_config
                                else Config(dict(config or {}), home=self.home, env=self.env))
+        # $HERMES_HOME/logs/hermes.log (redacted, 0600), detached by close(); the
+        # finalizer also detaches it when __init__ fails below or close() is never called.
+        detach = attach_log_file(self.home, self.config)
+        self._detach_log = weakref.finalize(self, detach) if detach else None
 
         switches = LoadSwitches.from_env()
         if load_plugins is not None:
@@ -169,15 +175,35 @@ class Kernel:
                 continue  # failed in an earlier registration hook and was unregistered
             kwargs = {"register": make_register(registry, name, tools=is_tools)}
             try:
-                impl.function(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+                with self.pm.guard(name, f"running {hook_name}"):
+                    impl.function(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
             except Exception as exc:
-                # Roll back everything this plugin registered, then record the failure.
-                self.registries.remove_plugin(name)
-                record = self.pm.records.get(name)
-                if record is None:
-                    raise
-                conflict = isinstance(exc, ConflictError)
-                self.pm.record_failure(record, exc, "register (name conflict)" if conflict else "register")
+                self._registration_failed(name, exc)
+        if hook_name == "hermes_register_tools":
+            self._check_tool_claims()
+
+    def _registration_failed(self, name: str, exc: Exception) -> None:
+        """Roll back everything plugin ``name`` registered, then record the failure."""
+        self.registries.remove_plugin(name)
+        record = self.pm.records.get(name)
+        if record is None:
+            raise exc
+        conflict = isinstance(exc, ConflictError)
+        self.pm.record_failure(record, exc, "register (name conflict)" if conflict else "register")
+
+    def _check_tool_claims(self) -> None:
+        """The tools a memory provider offers (its class's ``tool_names``, e.g. the
+        built-in ``memory`` tool) belong to the provider's plugin: a registered tool of
+        the same name from another plugin is a conflict naming both, and the plugin that
+        loaded later (the newcomer, never a default) is the one that fails."""
+        for provider in self.registries.memory_providers:
+            owner = getattr(provider.factory, "__self__", provider.factory)  # a classmethod
+            for tool_name in getattr(owner, "tool_names", ()) or ():
+                tool = next((t for t in self.registries.tools if t.name == tool_name), None)
+                if tool is None or tool.plugin == provider.plugin:
+                    continue
+                first, second = sorted((provider.plugin, tool.plugin), key=self.pm.load_rank)
+                self._registration_failed(second, ConflictError("tool", tool_name, first, second))
 
     # -- selection --------------------------------------------------------------------
 
@@ -289,6 +315,8 @@ class Kernel:
                 except Exception as exc:  # closing must never fail the caller
                     log.debug("closing %r failed: %s", instance, exc)
         self._instances.clear()
+        if self._detach_log is not None:
+            self._detach_log()  # a finalizer runs once; closing twice is harmless
 
     def __enter__(self) -> Kernel:
         return self

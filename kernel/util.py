@@ -15,9 +15,111 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .config import atomic_write_text
+__all__ = ["atomic_write_text", "atomic_writer", "estimate_tokens", "estimate_messages_tokens",
+           "file_lock", "is_cjk"]
 
-__all__ = ["atomic_write_text", "estimate_tokens", "estimate_messages_tokens", "file_lock", "is_cjk"]
+#: A writer's temporary file that is older than this is abandoned whoever wrote it.
+_STALE_TEMP_SECONDS = 3600.0
+
+
+def _stale_temps(directory: Path, name: str) -> Iterator[Path]:
+    """Temporary files of killed writers of ``name`` in ``directory``: ``.<name>.<pid>.*.tmp``
+    whose process is gone (or that are an hour old), and ``.<name>.*.tmp`` files of the
+    older naming without a pid that are that old."""
+    prefix = f".{name}."
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+            continue
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP_SECONDS
+        except OSError:
+            continue
+        pid_text = entry.name[len(prefix):].split(".", 1)[0]
+        alive = True
+        if pid_text.isdigit():
+            try:
+                os.kill(int(pid_text), 0)
+            except ProcessLookupError:
+                alive = False
+            except OSError:
+                pass  # someone else's live process
+        if old or not alive:
+            yield Path(entry.path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (not every filesystem lets a directory be
+    opened or synced; then the rename is as durable as the platform allows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str], *, mode: int | None = None,
+                  encoding: str = "utf-8") -> Iterator[Any]:
+    """A text file handle whose content replaces ``path`` only when the ``with`` block
+    ends without an exception: a temporary file in the target's directory, flushed,
+    fsynced, renamed over the target, then the directory fsynced. A crash leaves the old
+    file or the new one, never a mix; the temporary file of a killed writer is removed by
+    the next write to the same target.
+
+    A symlinked target stays a symlink (its target is replaced). The new file keeps the
+    old file's mode, or gets ``mode`` (default 0600) when it is new. A target that exists
+    and is not a regular file (a device, a FIFO, a directory) is refused with
+    :class:`IsADirectoryError` / :class:`OSError`: renaming over it would replace
+    ``/dev/stdout`` with a file."""
+    import stat
+    import tempfile
+
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(f"{target} is a directory")
+        raise OSError(f"{target} is not a regular file; refusing to replace it")
+    for stale in _stale_temps(target.parent, target.name):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, (info.st_mode & 0o7777) if info is not None else
+                 (0o600 if mode is None else mode))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(target.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` atomically and durably; see :func:`atomic_writer`."""
+    if not isinstance(text, str):
+        raise TypeError(f"atomic_write_text needs str, not {type(text).__name__}")
+    with atomic_writer(path, mode=mode) as fh:
+        fh.write(text)
 
 
 def is_cjk(char: str) -> bool:

@@ -171,12 +171,24 @@ def find_git_root(start: Path) -> Path | None:
     return None
 
 
+#: Bytes read from one context file at most: its head, and a quarter as much of its tail
+#: (the prompt keeps the head and the tail of a long file anyway), so a generated
+#: multi-megabyte AGENTS.md costs no more than this each turn.
+CONTEXT_FILE_MAX_BYTES = 2 << 20
+
+
 def _read(path: Path) -> str | None:
     """The file's text, or ``None`` when it is missing, not a file or unreadable."""
     try:
         if not path.is_file():
             return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as fh:
+            data = fh.read(CONTEXT_FILE_MAX_BYTES + 1)
+            if len(data) > CONTEXT_FILE_MAX_BYTES:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(size - CONTEXT_FILE_MAX_BYTES // 4, CONTEXT_FILE_MAX_BYTES))
+                data = data[:CONTEXT_FILE_MAX_BYTES] + b"\n[...]\n" + fh.read(CONTEXT_FILE_MAX_BYTES // 4)
+        return data.decode("utf-8", errors="replace")
     except OSError as exc:
         log.warning("cannot read context file %s: %s", path, exc)
         return None

@@ -7,6 +7,7 @@ script would parse.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -15,6 +16,12 @@ import click
 
 import hermes
 from hermes.cli import echo_json, pass_state
+
+
+class _Refused(hermes.HermesError):
+    """A request the command will not carry out as given: a usage error (exit status 2)."""
+
+    exit_code = 2
 
 
 def _store(state: Any) -> hermes.SessionStore:
@@ -138,8 +145,8 @@ def search_cmd(state: Any, query: tuple[str, ...], sources: tuple[str, ...], rol
 @click.option("--all", "export_all", is_flag=True, help="Every session.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl",
               show_default=True, help="jsonl re-imports losslessly; md is for reading.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True),
-              help="Write here instead of standard output.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write here (created 0600, replaced atomically) instead of standard output.")
 @click.option("--lineage", is_flag=True, help="Export each session's whole conversation lineage.")
 @pass_state
 def export_cmd(state: Any, refs: tuple[str, ...], export_all: bool, fmt: str, output: str | None,
@@ -157,8 +164,8 @@ def export_cmd(state: Any, refs: tuple[str, ...], export_all: bool, fmt: str, ou
             ids += store.lineage(sid) if lineage else [sid]
     else:
         raise hermes.HermesError("name sessions to export, or pass --all")
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout
-    try:
+
+    def write(out: Any) -> None:
         for i, sid in enumerate(dict.fromkeys(ids)):
             data = store.export_session(sid)
             if data is None:
@@ -168,11 +175,47 @@ def export_cmd(state: Any, refs: tuple[str, ...], export_all: bool, fmt: str, ou
                     out.write(line + "\n")
             else:
                 out.write(("\n---\n\n" if i else "") + export_markdown(data))
-    finally:
-        if output:
-            out.close()
-    if output:
-        click.echo(f"exported {len(ids)} session(s) to {output}", err=True)
+
+    if not output:
+        write(sys.stdout)
+        return
+    target = _export_target(state.strict_kernel(), store, output)
+    try:
+        if os.path.exists(output) and not os.path.isfile(output):
+            # /dev/stdout, /dev/null, a FIFO: stream into it; a rename would replace it.
+            # (Opened by the name given: /dev/stdout resolves to a pipe with no path.)
+            with open(output, "w", encoding="utf-8") as out:
+                write(out)
+        else:
+            # Written beside the target and renamed over it at the end: a failed export
+            # leaves any old file whole, and nothing is truncated before it is read.
+            with hermes.atomic_writer(target) as out:
+                write(out)
+    except OSError as exc:
+        raise hermes.HermesError(f"cannot write {output}: {exc.strerror or exc}. Nothing was "
+                                 "exported; choose another file or free some space.") from exc
+    click.echo(f"exported {len(ids)} session(s) to {output}", err=True)
+
+
+def _export_target(kernel: Any, store: Any, output: str) -> Any:
+    """The file ``-o`` names, after refusing the files Hermes itself keeps (compared by
+    real path, so a symlink or ``../`` cannot sneak past) and a missing directory."""
+    from pathlib import Path
+
+    target = Path(os.path.realpath(output))
+    home = Path(kernel.home)
+    own = [home / "config.yaml", home / ".env", home / "memories" / "MEMORY.md",
+           home / "memories" / "USER.md"]
+    db = getattr(store, "path", None)
+    for base in [home / "state.db", *([Path(db)] if isinstance(db, (str, os.PathLike)) else [])]:
+        own += [base, *(Path(f"{base}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
+    if any(target == Path(os.path.realpath(p)) for p in own):
+        raise _Refused(f"refusing to export over {output}: Hermes keeps its own data there. "
+                       "Choose another file.")
+    if not target.parent.is_dir():
+        raise hermes.HermesError(f"cannot write {output}: the directory {target.parent} does not "
+                                 "exist. Create it or choose another file.")
+    return target
 
 
 def _all_ids(store: hermes.SessionStore) -> list[str]:

@@ -195,6 +195,12 @@ def normalize_message(obj: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
+class _NotAFile(hermes.HermesError):
+    """An import source that is not a file or directory: a usage error (exit status 2)."""
+
+    exit_code = 2
+
+
 def expand(paths: Iterable[str | Path]) -> list[Path]:
     """Files to import: files as given; directories searched for ``*.jsonl`` and
     ``*.db`` files (sorted). Missing paths raise :class:`hermes.HermesError`."""
@@ -206,6 +212,10 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
             out += found
         elif path.is_file():
             out.append(path)
+        elif path.exists():
+            # Reading a FIFO would wait for a writer forever; a device has no sessions.
+            raise _NotAFile(f"{path} is not a regular file (a FIFO or a device). Save the "
+                            "sessions to a file and import that.")
         else:
             raise hermes.HermesError(f"{path}: no such file or directory. Check the path.")
     return out

@@ -290,7 +290,7 @@ def test_writes_refused_on_malformed_config(site, hermes_home):
     for args in (("plugins", "disable", "t-good"), ("plugins", "select", "context-engine", "t-good-engine"),
                  ("plugins", "enable", "a")):
         result = run(*args)
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert f"hermes: error: {path}, line " in result.stderr and "malformed YAML" in result.stderr
         assert path.read_bytes() == before
 
@@ -391,7 +391,7 @@ def test_subprocess_unwritable_home_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     result = hermes("plugins", "list", env={"HERMES_HOME": str(blocker / "home")})
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"hermes: error: cannot create HERMES_HOME '{blocker / 'home'}': Not a directory. "
         "Set HERMES_HOME to a writable directory."]
