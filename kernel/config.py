@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "auxiliary": {
         "compression": {"provider": None, "model": None, "base_url": None, "api_key": None},
         "session_search": {"provider": None, "model": None, "base_url": None, "api_key": None},
+        "title": {"provider": None, "model": None, "base_url": None, "api_key": None},
     },
     "agent": {"max_iterations": 90, "max_parallel_tools": 8, "platform": "cli"},
     "context": {"engine": "compressor"},
@@ -85,7 +86,7 @@ _NULLABLE: dict[str, tuple[type, ...]] = {
     "prompt.prefill_messages_file": (str,),
     "prompt.prefill_messages": (list,),
 }
-for _task in ("compression", "session_search"):
+for _task in ("compression", "session_search", "title"):
     for _key in ("provider", "model", "base_url", "api_key"):
         _NULLABLE[f"auxiliary.{_task}.{_key}"] = (str,)
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hermes
 from hermes.testing.fakellm import Reply
@@ -145,3 +148,35 @@ def test_markdown_is_rendered_on_a_terminal_only(tmp_path):
     out = render_markdown("# Plan\n\n- **fast** path\n\n```sh\necho '**not bold**'\n```\n")
     assert "\x1b[1m" in out and "• " in out
     assert "echo '**not bold**'\n" in out  # code stays verbatim, copyable
+
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab *`#->_[]()\n1.~")), max_size=120),
+       cuts=st.lists(st.integers(min_value=1, max_value=9), max_size=40))
+def test_streamed_markdown_shows_the_same_text_as_rendering_it_whole(text, cuts):
+    """However the answer is cut into streamed pieces, the screen shows the same
+    characters as rendering the whole answer (styles aside): nothing lost or doubled."""
+    from hermes.runtime.render import MarkdownStream, render_markdown
+
+    out: list[str] = []
+    stream = MarkdownStream(out.append)
+    pos = 0
+    for n in cuts:
+        stream.feed(text[pos:pos + n])
+        pos += n
+    stream.feed(text[pos:])
+    stream.flush()
+    assert ANSI_RE.sub("", "".join(out)) == ANSI_RE.sub("", render_markdown(text))
+
+
+def test_help_does_not_import_the_terminal_libraries(tmp_path):
+    env = {**os.environ, "HERMES_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes.cli", "--help"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    imported = proc.stderr
+    assert "chat" in proc.stdout
+    assert "prompt_toolkit" not in imported and "hermes.runtime.chat" not in imported
