@@ -122,22 +122,80 @@ def show_cmd(state: Any, ref: str, as_json: bool) -> None:
 def search_cmd(state: Any, query: tuple[str, ...], sources: tuple[str, ...], roles: tuple[str, ...],
                session_ref: str | None, limit: int, offset: int, strict: bool, as_json: bool) -> None:
     """Full-text search over every message. Words are AND-ed; "quoted phrases", OR, NOT
-    and prefix* work; a question falls back to its key words when it finds too little."""
+    and prefix* work; a question falls back to its key words when it finds too little.
+    Each hit shows its session's title and date, the message's number in its session
+    and the reply to it; a message copied into the continuations of a compressed
+    conversation is shown once."""
     store = _store(state)
     session_id = _resolve(store, session_ref) if session_ref else None
     hits = store.search_messages(" ".join(query), source_filter=list(sources) or None,
                                  role_filter=list(roles) or None, session_id=session_id,
                                  limit=limit, offset=offset, fallback=not strict)
+    hits = _group_lineages(store, hits)
     if as_json:
         echo_json(hits)
         return
     if not hits:
         click.echo("No matches.")
         return
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     for hit in hits:
-        click.echo(f"{hit['session_id']}  #{hit['id']}  {_when(hit['timestamp'])}  {hit['role']}"
-                   f"  [{hit['mode']}]")
-        click.echo(f"    {_short(hit['snippet'], 200)}")
+        title = hit.get("session_title") or "(untitled)"
+        role = hit["role"] if hit["role"] != "tool" else f"tool:{hit.get('tool_name') or '?'}"
+        number = f"#{hit['position']}" if hit.get("position") else ""
+        head = (f"{_when(hit.get('session_started') or hit['timestamp'])}  {_short(title, 50)}  "
+                f"{hit['session_id']} {number}  {role}  [{hit['mode']}]")
+        click.echo(click.style(head, dim=True) if color else head)
+        click.echo(f"    {_highlight(_short(hit['snippet'], 200), color)}")
+        reply = hit.get("reply")
+        if reply:
+            click.echo(f"    ↳ {reply['role']}: {_short(reply['content'], 160)}")
+
+
+def _highlight(snippet: str, color: bool) -> str:
+    """The store's ``>>>match<<<`` marks as bold (a terminal) or ``[match]`` (plain)."""
+    start, end = ("\x1b[1m", "\x1b[22m") if color else ("[", "]")
+    return snippet.replace(">>>", start).replace("<<<", end)
+
+
+def _group_lineages(store: hermes.SessionStore, hits: list[hermes.SearchHit]) -> list[dict[str, Any]]:
+    """Hits with ``lineage_root``, ``reply`` (the next message of the session, when the
+    hit is not itself the last) and ``position`` when the store gave none; a message
+    whose text already appeared in the same lineage (compaction copies messages into
+    the continuation) is dropped, its session ids listed on the first under ``also_in``."""
+    out: list[dict[str, Any]] = []
+    first: dict[tuple[str, str, str], dict[str, Any]] = {}
+    roots: dict[str, str] = {}
+    for hit in hits:
+        sid = hit["session_id"]
+        if sid not in roots:
+            roots[sid] = store.lineage_root(sid)
+        row: dict[str, Any] = dict(hit)
+        row["lineage_root"] = roots[sid]
+        key = (roots[sid], hit["role"], hit.get("content") or hit["snippet"])
+        if key in first:
+            first[key].setdefault("also_in", []).append(sid)
+            continue
+        first[key] = row
+        after = [c for c in hit.get("context") or [] if c["id"] > hit["id"]]
+        row["reply"] = after[0] if after else None
+        out.append(row)
+    return out
+
+
+@sessions.command("reindex")
+@pass_state
+def reindex_cmd(state: Any) -> None:
+    """Build the search indexes again from the stored messages (after an upgrade that
+    changed what is indexed, or if searches look wrong)."""
+    store = _store(state)
+    reindex = getattr(store, "reindex", None)
+    if not callable(reindex):
+        raise hermes.HermesError(f"the selected session store ({store.name}) has no search index to rebuild")
+    with click.progressbar(length=store.count_messages() if hasattr(store, "count_messages") else 0,
+                           label="reindexing", file=sys.stderr) as bar:
+        total = reindex(progress=bar.update)
+    click.echo(f"reindexed {total} message(s)")
 
 
 @sessions.command("export")

@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from .query import CJK_GLOB
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _tool_args(col: str) -> str:
@@ -111,40 +111,94 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, id);
 """
 
+#: Characters of the previous message indexed with a message (bounds the index cost of
+#: long tool output and pasted files; the question's words are near the start anyway).
+PREV_CHARS = 1000
+_MONTHS = '["January","February","March","April","May","June","July","August","September","October","November","December"]'
+_WEEKDAYS = '["Sunday","Monday","Tuesday","Wednesday","Thursday","Friday","Saturday"]'
+
+
+def _prev_of(role: str, content: str) -> str:
+    """The ``prev`` text a message contributes to its successor: user and assistant
+    text only (a tool result is output, not what the user was talking about)."""
+    return f"(CASE WHEN {role} IN ('user', 'assistant') THEN substr({content}, 1, {PREV_CHARS}) END)"
+
+
+def _prev(session: str, message_id: str) -> str:
+    """SQL for the ``prev`` column of message ``message_id``: its predecessor's text."""
+    return (f"(SELECT {_prev_of('p.role', 'p.content')} FROM messages p WHERE p.session_id = {session} "
+            f"AND p.id < {message_id} ORDER BY p.id DESC LIMIT 1)")
+
+
+def _day(ts: str) -> str:
+    """SQL for the ``day`` column: 'Tuesday 5 March 2024' (UTC: the indexed value must
+    not change with the process's time zone, or deleting the row would not find it)."""
+    return (f"(CASE WHEN typeof({ts}) IN ('integer', 'real') THEN "
+            f"json_extract('{_WEEKDAYS}', '$[' || strftime('%w', {ts}, 'unixepoch') || ']') || ' ' || "
+            f"CAST(strftime('%d', {ts}, 'unixepoch') AS INTEGER) || ' ' || "
+            f"json_extract('{_MONTHS}', '$[' || (CAST(strftime('%m', {ts}, 'unixepoch') AS INTEGER) - 1) || ']') "
+            f"|| ' ' || strftime('%Y', {ts}, 'unixepoch') END)")
+
+
+_WORD_COLS = "content, tool_name, tool_args, prev, day"
+# A message's row in the words index is (its text, tool name, tool-call arguments, the
+# previous message's text, its date). ``prev`` and ``day`` are index-only: snippets come
+# from ``content`` alone. The row of the message AFTER a deleted or edited one changes
+# too (its ``prev``), so the delete and update triggers re-index that successor: the
+# index always holds, for every message, the text of its current predecessor (FTS5's
+# integrity check verifies exactly that against the view).
+_SUCCESSOR = "(SELECT min(id) FROM messages WHERE session_id = old.session_id AND id > old.id)"
+_DELETE_SUCCESSOR = (
+    f"INSERT INTO messages_fts(messages_fts, rowid, {_WORD_COLS}) "
+    f"SELECT 'delete', s.id, s.content, s.tool_name, s.tool_args, {_prev_of('old.role', 'old.content')}, s.day "
+    f"FROM messages_fts_source s WHERE s.id = {_SUCCESSOR};")
+_REINDEX_SUCCESSOR = (
+    f"INSERT INTO messages_fts(rowid, {_WORD_COLS}) SELECT id, {_WORD_COLS} FROM messages_fts_source "
+    f"WHERE id = {_SUCCESSOR};")
+_DELETE_OLD = (
+    f"INSERT INTO messages_fts(messages_fts, rowid, {_WORD_COLS}) VALUES ('delete', old.id, old.content, "
+    f"old.tool_name, {_tool_args('old.tool_calls')}, {_prev('old.session_id', 'old.id')}, {_day('old.timestamp')});")
+
 FTS = f"""
 CREATE VIEW IF NOT EXISTS messages_fts_source AS
-    SELECT id, content, tool_name, {_tool_args('tool_calls')} AS tool_args FROM messages;
+    SELECT m.id, m.content, m.tool_name, {_tool_args('m.tool_calls')} AS tool_args,
+           {_prev('m.session_id', 'm.id')} AS prev, {_day('m.timestamp')} AS day
+    FROM messages m;
 
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-    content, tool_name, tool_args,
+    {_WORD_COLS},
     content = 'messages_fts_source', content_rowid = 'id',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'unicode61 remove_diacritics 2', prefix = '3'
 );
 
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram USING fts5(
-    content, tool_name, tool_args, tokenize = 'trigram'
+    content, tool_name, tool_args, prev UNINDEXED, tokenize = 'trigram'
 );
 
 CREATE TRIGGER IF NOT EXISTS messages_fts_ai AFTER INSERT ON messages WHEN {_DEFERRED} BEGIN
-    INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
-        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')});
+    INSERT INTO messages_fts(rowid, {_WORD_COLS})
+        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')},
+                {_prev('new.session_id', 'new.id')}, {_day('new.timestamp')});
 END;
 CREATE TRIGGER IF NOT EXISTS messages_fts_ad AFTER DELETE ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
-        VALUES ('delete', old.id, old.content, old.tool_name, {_tool_args('old.tool_calls')});
+    {_DELETE_OLD}
+    {_DELETE_SUCCESSOR}
+    {_REINDEX_SUCCESSOR}
 END;
-CREATE TRIGGER IF NOT EXISTS messages_fts_au AFTER UPDATE OF content, tool_name, tool_calls
+CREATE TRIGGER IF NOT EXISTS messages_fts_au AFTER UPDATE OF content, tool_name, tool_calls, role, timestamp
 ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
-        VALUES ('delete', old.id, old.content, old.tool_name, {_tool_args('old.tool_calls')});
-    INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
-        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')});
+    {_DELETE_OLD}
+    INSERT INTO messages_fts(rowid, {_WORD_COLS}) SELECT id, {_WORD_COLS} FROM messages_fts_source
+        WHERE id = new.id;
+    {_DELETE_SUCCESSOR}
+    {_REINDEX_SUCCESSOR}
 END;
 
 CREATE TRIGGER IF NOT EXISTS messages_trigram_ai AFTER INSERT ON messages
 WHEN {_DEFERRED} AND {_NEW_CJK} BEGIN
-    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args)
-        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')});
+    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args, prev)
+        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')},
+                {_prev('new.session_id', 'new.id')});
 END;
 CREATE TRIGGER IF NOT EXISTS messages_trigram_ad AFTER DELETE ON messages BEGIN
     DELETE FROM messages_fts_trigram WHERE rowid = old.id;
@@ -152,25 +206,30 @@ END;
 CREATE TRIGGER IF NOT EXISTS messages_trigram_au AFTER UPDATE OF content, tool_name, tool_calls
 ON messages BEGIN
     DELETE FROM messages_fts_trigram WHERE rowid = old.id;
-    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args)
-        SELECT new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')}
+    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args, prev)
+        SELECT new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')},
+               {_prev('new.session_id', 'new.id')}
         WHERE {_NEW_CJK};
 END;
 """
 
-#: Relevance: a hit in the message text counts twice a hit in a tool name or arguments.
-RANK = "bm25(1.0, 0.5, 0.5)"
+#: Relevance: a hit in the message text counts twice a hit in a tool name or arguments;
+#: the previous message's text and the date count less (they say what the message is
+#: about, not what it says).
+PREV_WEIGHT = 0.5
+DAY_WEIGHT = 0.3
+RANK = f"bm25(1.0, 0.5, 0.5, {PREV_WEIGHT}, {DAY_WEIGHT})"
 
 
 def index_range_sql(first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
     """Statements that index the messages with ids ``first..last`` (the bulk path)."""
     src_cjk = f"({_has_cjk('s.content')} OR {_has_cjk('m.tool_calls')})"
     return [
-        ("INSERT INTO messages_fts(rowid, content, tool_name, tool_args) "
-         "SELECT id, content, tool_name, tool_args FROM messages_fts_source "
+        (f"INSERT INTO messages_fts(rowid, {_WORD_COLS}) "
+         f"SELECT id, {_WORD_COLS} FROM messages_fts_source "
          "WHERE id BETWEEN ? AND ?", (first, last)),
-        ("INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args) "
-         "SELECT s.id, s.content, s.tool_name, s.tool_args FROM messages_fts_source s "
+        ("INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args, prev) "
+         "SELECT s.id, s.content, s.tool_name, s.tool_args, s.prev FROM messages_fts_source s "
          f"JOIN messages m ON m.id = s.id WHERE s.id BETWEEN ? AND ? AND {src_cjk}",
          (first, last)),
     ]
@@ -236,7 +295,53 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
         conn.execute(sql, params)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    """v3 indexes each message with the previous message's text and its date (two
+    index-only columns), adds a 3-character prefix index and keeps the previous
+    message's text beside each CJK message: both indexes are built again from the
+    messages (nothing else changes)."""
+    if "prev" in _columns(conn, "messages_fts"):
+        return  # a v1 database migrated through _v1_to_v2 already has the v3 layout
+    for trigger in ("messages_fts_ai", "messages_fts_ad", "messages_fts_au", "messages_trigram_ai",
+                    "messages_trigram_ad", "messages_trigram_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP TABLE IF EXISTS messages_fts")
+    conn.execute("DROP TABLE IF EXISTS messages_fts_trigram")
+    conn.execute("DROP VIEW IF EXISTS messages_fts_source")
+    for statement in _split(TABLES + FTS):
+        conn.execute(statement)
+    _configure_fts(conn)
+    rebuild_index(conn)
+
+
+#: Messages indexed per statement by :func:`rebuild_index` (progress granularity).
+REINDEX_CHUNK = 20_000
+
+
+def rebuild_index(conn: sqlite3.Connection, *, progress: Callable[[int], None] | None = None,
+                  words_only: bool = False) -> int:
+    """Empty the full-text indexes and index every message again (inside the caller's
+    transaction); ``progress(n)`` is called after each chunk of ``n`` messages. Returns
+    the number of messages."""
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+    if not words_only:
+        conn.execute("DELETE FROM messages_fts_trigram")
+    first, last = conn.execute("SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM messages").fetchone()
+    total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    start = first
+    while start and start <= last:
+        end = start + REINDEX_CHUNK - 1
+        statements = index_range_sql(start, end)
+        for sql, params in statements[:1] if words_only else statements:
+            conn.execute(sql, params)
+        if progress is not None:
+            progress(conn.execute("SELECT count(*) FROM messages WHERE id BETWEEN ? AND ?",
+                                  (start, end)).fetchone()[0])
+        start = end + 1
+    return total
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 def migrate(conn: sqlite3.Connection, version: int) -> int:
     """Run every migration from ``version`` up to :data:`SCHEMA_VERSION` (inside the

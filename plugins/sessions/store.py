@@ -284,6 +284,20 @@ class SQLiteSessionStore(hermes.SessionStore):
     def _batch_start(self) -> int | None:
         return getattr(self._local, "batch", None)
 
+    def _unwritable(self, exc: BaseException) -> hermes.StoreError | None:
+        """The one-line error for a write the file system refused (a read-only
+        state.db or home, a full disk), or ``None`` for any other error."""
+        text = str(exc).lower()
+        if "readonly" in text or "read-only" in text:
+            return hermes.StoreError(
+                f"cannot write {self.path}: it is read-only ({exc}); nothing was changed. Make the "
+                f"file and its directory {self.path.parent} writable, then try again.")
+        if "disk is full" in text or "disk i/o" in text:
+            return hermes.StoreError(
+                f"cannot write {self.path} ({exc}); nothing was changed. Free some disk space, "
+                "then try again.")
+        return None
+
     def _locked_out(self, exc: BaseException, waited: float, patience: float) -> hermes.StoreError:
         return hermes.StoreError(
             f"{self.path} stayed locked by another process for {waited:.1f}s (write timeout "
@@ -343,7 +357,7 @@ class SQLiteSessionStore(hermes.SessionStore):
                 except sqlite3.OperationalError as exc:
                     waited = time.monotonic() - started
                     if not _is_busy(exc):
-                        raise
+                        raise self._unwritable(exc) or exc
                     if waited >= patience:
                         raise self._locked_out(exc, waited, patience) from exc
                     self._pause(waited, patience)
@@ -376,7 +390,7 @@ class SQLiteSessionStore(hermes.SessionStore):
                 except sqlite3.OperationalError as exc:
                     waited = time.monotonic() - started
                     if not _is_busy(exc):
-                        raise
+                        raise self._unwritable(exc) or exc
                     if waited >= patience:
                         raise self._locked_out(exc, waited, patience) from exc
                     self._pause(waited, patience)
@@ -392,6 +406,10 @@ class SQLiteSessionStore(hermes.SessionStore):
                 self._flush_pending(conn)
                 conn.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
                 conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise self._unwritable(exc) or exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -550,8 +568,6 @@ class SQLiteSessionStore(hermes.SessionStore):
         its messages in ONE transaction: a crash anywhere leaves the parent live and
         unchanged or the complete continuation. The test-only fault point
         ``compaction-split`` (:mod:`hermes.testing.faults`) fires before the commit."""
-        from hermes.testing.faults import fault_point
-
         now = time.time()
         try:
             clean = sanitize_title(title)
@@ -577,7 +593,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             if clean and conn.execute("SELECT 1 FROM sessions WHERE title = ?", (clean,)).fetchone() is None:
                 conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (clean, child))
             self._insert_messages(conn, child, batch, bulk=True)
-            fault_point("compaction-split")
+            hermes.fault_point("compaction-split")
             return child
 
         return self._write(split)
@@ -962,6 +978,19 @@ class SQLiteSessionStore(hermes.SessionStore):
             log.warning("session search for %r failed: %s", str(query)[:200], exc)
             return []
 
+    def explain_search(self, query: str, *, fallback: bool = True, limit: int = 20) -> list[dict[str, Any]]:
+        """Each planned stage of ``query`` run on its own, none skipped: a list of
+        ``{"mode", "index", "match", "hits"}`` (hit message ids), to see which stage finds
+        what. Unlike :meth:`search_messages` a stage the database rejects raises."""
+        stages = plan(query, fallback=fallback)
+
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            return [{"mode": stage.mode, "index": stage.index, "match": stage.match,
+                     "hits": [h["id"] for h in self._run_stage(conn, stage, query, "", [], limit, [], {})]}
+                    for stage in stages]
+
+        return self._read(run)
+
     def _search(self, query: Any, *, limit: Any, offset: Any, fallback: bool, **filters: Any) -> list[hermes.SearchHit]:
         try:
             limit, offset = max(0, int(limit)), max(0, int(offset))
@@ -977,7 +1006,7 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         def run(conn: sqlite3.Connection) -> list[hermes.SearchHit]:
             hits: list[hermes.SearchHit] = []
-            seen: dict[str, bool] = {}
+            seen: dict[str, int] = {}
             for number, stage in enumerate(stages):
                 if number and len(hits) >= RELAX_BELOW:
                     break
@@ -989,12 +1018,16 @@ class SQLiteSessionStore(hermes.SessionStore):
             page = hits[offset:need]
             for hit in page:
                 hit["context"] = _context(conn, hit["session_id"], hit["id"])
+                # The message's number in its session (1 = first), not its global row id.
+                hit["position"] = conn.execute(
+                    "SELECT count(*) FROM messages WHERE session_id = ? AND id <= ?",
+                    (hit["session_id"], hit["id"])).fetchone()[0]
             return page
 
         return self._read(run)
 
     def _drop_common_terms(self, conn: sqlite3.Connection, stage: Stage,
-                           seen: dict[str, bool]) -> Stage:
+                           seen: dict[str, int]) -> Stage:
         """A word as common as "database" matches a large share of all messages and adds
         little to a relaxed query, yet it would make the query rank mostly unrelated
         messages. Probe each term (at most ``cap`` postings; ``seen`` caches the answers
@@ -1003,23 +1036,24 @@ class SQLiteSessionStore(hermes.SessionStore):
             return stage
         total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
-        common = []
+        counts = []
         for term in stage.terms:
             expr = loosen(term)
             if expr not in seen:
                 seen[expr] = conn.execute(
                     "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-                    (expr, cap)).fetchone()[0] >= cap
-            common.append(seen[expr])
-        if all(common) or not any(common):
+                    (expr, cap)).fetchone()[0]
+            counts.append(seen[expr])
+        # A term that matches nothing is not a rarer term to keep instead of the others.
+        rare = [t for t, n in zip(stage.terms, counts, strict=True) if 0 < n < cap]
+        if not rare or len(rare) == len([n for n in counts if n]):
             return stage
-        rare = [t for t, c in zip(stage.terms, common, strict=True) if not c]
         return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives, context=stage.context),
                                    terms=rare)
 
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
                    filter_params: list[Any], count: int, exclude: list[int],
-                   seen: dict[str, bool]) -> list[hermes.SearchHit]:
+                   seen: dict[str, int]) -> list[hermes.SearchHit]:
         table = "messages_fts" if stage.index == "words" else "messages_fts_trigram"
         stage = self._drop_common_terms(conn, stage, seen)
         where, params = [], []
@@ -1129,6 +1163,17 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         self._write(check)
         return problems
+
+    def count_messages(self) -> int:
+        """How many messages are stored (for progress bars)."""
+        return int(self._read(lambda c: c.execute("SELECT count(*) FROM messages").fetchone()[0]))
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Build both full-text indexes again from the messages, in one transaction (other
+        writers wait); ``progress(n)`` after each chunk of ``n`` messages. Returns the
+        number of messages indexed."""
+        return self._write(lambda c: schema.rebuild_index(c, progress=progress),
+                           timeout=max(self.write_timeout, 120.0))
 
     def optimize(self) -> None:
         """Merge the full-text indexes' segments (after a big import searches get faster)."""

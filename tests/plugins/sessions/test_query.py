@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from hermes import cjk_bigrams
 from hermes.plugins.sessions.query import (
     MAX_QUERY_CHARS,
     MAX_TERMS,
+    OWN_COLUMNS,
+    Term,
+    fts5_term,
     has_cjk,
     like_pattern,
+    loosen,
     parse,
     plan,
     sanitize,
@@ -72,31 +77,49 @@ def test_input_and_terms_are_bounded() -> None:
 def test_quotes_inside_terms_are_escaped() -> None:
     assert parse('"a ""b"" c"').terms  # never produces an unbalanced FTS5 string
     for term in parse('x"y "z').terms:
-        assert term.fts5().count('"') % 2 == 0
+        assert fts5_term(term).count('"') % 2 == 0
 
 
 def test_plan_latin_question_relaxes_to_informative_terms() -> None:
     stages = plan("when did I move the staging database to Postgres?")
-    assert [(s.mode, s.combine) for s in stages] == [
-        ("strict", ""), ("relaxed", "pairs"), ("relaxed", "any"), ("relaxed", "all_pairs")]
-    move, staging = '("move" OR "mov")', '("staging" OR "stag")'
-    assert stages[2].match == f'({move} OR {staging} OR "databas"* OR "postgr"*)'
-    assert stages[1].match.count(" AND ") == 6  # every pair of the four terms
-    assert stages[1].match.startswith(f"(({move} AND {staging}) OR ")
+    assert [(s.mode, s.combine) for s in stages] == [("strict", ""), ("relaxed", "any")]
+    assert stages[0].match.startswith(OWN_COLUMNS + " : (")  # strict: the message's own text
+    assert stages[1].match == '("move"* OR ("staging" OR "stage"*) OR "databas"* OR "postgr"*)'
     assert plan("when did I move", fallback=False)[0].mode == "strict"
     assert len(plan("when did I move the database", fallback=False)) == 1
 
 
+def test_possessives_are_the_name() -> None:
+    assert sanitize("Jon's dog") == '"Jon" AND "dog"'
+    assert sanitize("James’ car") == '"James" AND "car"'
+    assert [t.text for t in parse("what's Jon's").terms] == ["what", "Jon"]
+
+
 def test_plan_single_term_has_nothing_to_relax() -> None:
-    assert [s.mode for s in plan("postgres")] == ["strict"]
-    assert [s.match for s in plan("the postgres")] == ['"postgres"', '("postgr"*)']
+    assert [s.mode for s in plan("postgres")] == ["strict", "relaxed"]  # postgres → postgr*
+    assert [s.mode for s in plan("deploy")] == ["strict"]  # its own stem: nothing to loosen
+    single = plan("the postgres")[1]
+    assert single.match == f'{OWN_COLUMNS} : (("postgr"*))'  # one keyword: no context columns
     assert [s.mode for s in plan("what is it")] == ["strict"]  # only stop words
 
 
 def test_plan_keeps_negations_in_relaxed_mode() -> None:
     stages = plan("deploy staging NOT prod")
-    assert stages[1].match == '(("deploy"* AND ("staging" OR "stag"))) NOT "prod"'
-    assert stages[2].match == '("deploy"* OR ("staging" OR "stag")) NOT "prod"'
+    assert stages[1].match == '("deploy"* OR ("staging" OR "stage"*)) NOT "prod"'
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("dances", "danc"), ("dancing", "danc"), ("dance", "danc"), ("opening", "open"),
+    ("websockets", "websocket"), ("failed", "fail"), ("logs", "log"), ("keep", "keep"),
+])
+def test_stem_is_snowball(word: str, expected: str) -> None:
+    assert stem(word) == expected
+
+
+def test_loosen_matches_word_forms() -> None:
+    assert loosen(Term("dances")) == '"danc"*'
+    assert loosen(Term("happy")) == '("happy" OR "happi"*)'  # the stem is not a prefix of it
+    assert loosen(Term("ran")) == '"ran"'
 
 
 @pytest.mark.parametrize("query, mode", [
@@ -121,26 +144,29 @@ def test_cjk_mixed_match_and_like() -> None:
     assert stage.where.count("LIKE") == 6 and "NOT (" in stage.where
 
 
-def test_cjk_relaxed_uses_trigrams_then_words() -> None:
+def test_cjk_relaxed_uses_bigrams_then_words() -> None:
     stages = plan("我们什么时候把数据库迁移到Postgres")
-    assert [(s.mode, s.index) for s in stages] == [
-        ("trigram", "trigram"), ("relaxed", "trigram"), ("relaxed", "words")]
-    assert '"数据库"' in stages[1].match and '"Postgres"' in stages[1].match
-    assert stages[2].match == '("postgr"*)'
+    assert [(s.mode, s.index, s.combine) for s in stages] == [
+        ("trigram", "trigram", ""), ("relaxed", "trigram", "grams"), ("relaxed", "words", "any")]
+    assert "数据" in stages[1].grams and "迁移" in stages[1].grams
+    assert not {"什么", "么时", "时候"} & set(stages[1].grams)  # question words carry no topic
+    assert stages[2].match == f'{OWN_COLUMNS} : (("postgr"*))'
 
 
-@pytest.mark.parametrize("word, expected", [
-    ("websockets", "websocket"), ("disconnecting", "disconnect"), ("isolate", "isolat"),
-    ("isolation", "isol"), ("tenants", "tenant"), ("failed", "fail"), ("logs", "log"),
-    ("Postgres", "postgr"), ("keep", "keep"), ("is", "is"), ("uses", "use"),
-])
-def test_stem(word: str, expected: str) -> None:
-    assert stem(word) == expected
+def test_cjk_bigrams_leave_out_question_words_and_grammar() -> None:
+    assert cjk_bigrams("小王的猫叫什么名字？") == ["小王", "王的", "的猫", "猫叫", "名字"]
+    assert cjk_bigrams("京都でどこに泊まる？") == ["京都", "都で", "に泊", "泊ま", "まる"]
+    assert cjk_bigrams("我是") == []  # two grammar characters
+
+
+def test_a_short_cjk_keyword_is_not_relaxed() -> None:
+    assert [s.mode for s in plan("数据库")] == ["trigram"]
+    assert [s.mode for s in plan("数据库迁移的问题")][-1] == "relaxed"
 
 
 def test_relaxed_stage_keeps_phrases_and_prefixes_as_typed() -> None:
-    stage = plan('"staging database" deploy* moved 15 cafés')[2]
-    assert stage.match == '("staging database" OR "deploy"* OR ("moved" OR "mov") OR "15" OR "cafés")'
+    stage = plan('"staging database" deploy* moved 15 cafés')[1]
+    assert stage.match == '("staging database" OR "deploy"* OR "move"* OR "15" OR "cafés")'
 
 
 def test_like_pattern_escapes_wildcards() -> None:

@@ -74,7 +74,7 @@ def test_trigram_index_holds_only_cjk_messages(store: SQLiteSessionStore) -> Non
                                        {"role": "user", "content": "한국어 문장"}])
     with raw(store.path) as conn:
         rows = {r[0] for r in conn.execute("SELECT rowid FROM messages_fts_trigram")}
-        words = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'latin'").fetchone()[0]
+        words = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'content : latin'").fetchone()[0]
     assert rows == {cjk, kana, bulk[1]}
     assert words == 2
     assert [h["id"] for h in store.search_messages("カタカナ")] == [kana]
