@@ -55,5 +55,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         f"fault injection: {stats.kills} kills injected ({stats.completed} runs finished "
         f"before their kill), {stats.invariants} invariants checked, "
         f"{len(stats.failures)} failures")
+    if stats.points:
+        landed = ", ".join(f"{k} {v}" for k, v in sorted(stats.points.items()))
+        terminalreporter.write_line(f"fault injection: kills at fault points: {landed}")
     for line in stats.failures[:40]:
         terminalreporter.write_line(f"  FAILED INVARIANT {line}")

@@ -1,0 +1,113 @@
+"""SIGKILL ``hermes chat --continue -q`` in the middle of turns with tool calls (memory,
+session_search, delegate_task): while the model is thinking, while a tool runs, between
+the tool results and the answer, in the middle of a streamed answer. After each kill the
+home must be sound, nothing committed may be lost, and the next ``--continue`` must be a
+request the (validating) provider accepts, carrying the conversation so far."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .harness import (
+    SUBTASK,
+    Checker,
+    Proc,
+    continue_succeeds,
+    conversation,
+    first_user_text,
+    is_summarizer,
+    kill_after,
+    kill_at,
+    last_is_tool_result,
+    point_call_unanswered,
+    point_results_stored,
+    point_user_stored,
+    read_messages,
+    run,
+    seed_session,
+    seeded,
+    write_config,
+)
+
+pytestmark = pytest.mark.faults
+
+SEEDS = (3, 30)
+ROUNDS = 3
+FINAL = "Here is the answer, streamed in many small pieces so a kill can cut it. " * 6
+
+
+def _handler(rng: Any, calls: list[dict[str, Any]]) -> Any:
+    from hermes.testing.fakellm import Reply
+
+    call_delay = rng.uniform(0.0, 0.3)
+    slow = rng.uniform(0.2, 0.6)
+    final_delay = rng.uniform(0.0, 0.3)
+
+    def handle(req: Any) -> Any:
+        if is_summarizer(req):  # session_search's recap of the older session
+            return Reply(text="Recap: the alpha project deadline was discussed.", delay=slow)
+        if first_user_text(req).startswith(SUBTASK):  # the delegated sub-agent
+            return Reply(text="sub-agent: done", delay=slow)
+        if last_is_tool_result(req):
+            return Reply(text=FINAL, delay=final_delay)
+        return Reply(tool_calls=calls, delay=call_delay)
+
+    return handle, call_delay + slow + final_delay
+
+
+def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
+    rng = seeded(seed, "chat")
+    provider = rng.choice(["openai", "anthropic"])
+    write_config(home, fake, provider)
+    seed_session(home, conversation(6, "alpha project deadline"))
+    check = Checker(home, stats, f"chat seed={seed} provider={provider}")
+
+    codeword = f"my codeword is kestrel-{seed}"
+    first = run(["chat", "-q", codeword], home)
+    assert first.returncode == 0, first.stderr
+    history = [codeword]
+
+    for r in range(ROUNDS):
+        choices = [
+            {"name": "memory", "arguments": {"action": "add", "target": "memory",
+                                             "content": f"fact {seed}-{r}: the user likes tea"}},
+            {"name": "session_search", "arguments": {"query": "alpha deadline"}},
+            {"name": "delegate_task", "arguments": {"task": f"{SUBTASK} count to {r + 3}"}},
+        ]
+        calls = rng.sample(choices, rng.randint(1, 2))
+        slow_tool = any(c["name"] != "memory" for c in calls)
+        handle, expected = _handler(rng, calls)
+        fake.reset()
+        fake.handler = handle
+        tty = rng.random() < 0.5
+        fake.chunk_delay = 0.01 if tty else 0.0
+        text = f"round {r}: please use your tools"
+        base = max(read_messages(home), default=0)
+        modes = ["random", "user_stored", "results_stored"] + (["call_unanswered"] * 2 if slow_tool else [])
+        mode = rng.choice(modes)
+        proc = Proc(["chat", "--continue", "-q", text], home, tty=tty)
+        label = f"round {r} kill={mode} tools={[c['name'] for c in calls]} tty={tty}"
+        if mode == "random":
+            kill_after(proc, rng.uniform(0.1, 0.6 + expected + (0.6 if tty else 0.0)), stats)
+            committed = read_messages(home)
+        else:
+            point = {"user_stored": point_user_stored, "call_unanswered": point_call_unanswered,
+                     "results_stored": point_results_stored}[mode](base)
+            committed = kill_at(proc, home, point, stats, name=mode, timeout=20.0)
+            if committed is None:
+                check.expect(proc.returncode == 0, f"{label}: the turn failed without a kill "
+                                                   f"(exit {proc.returncode}): {proc.stderr[-600:]}")
+                committed = read_messages(home)
+        check.label = f"chat seed={seed} provider={provider} {label}"
+        check.all_static()
+        check.nothing_lost(committed, "by the kill")
+        check.memory_tool_results_kept()
+        if any(row[2] == "user" and row[3] == text for i, row in committed.items() if i > base):
+            history.append(text)
+        continue_succeeds(check, fake, expect_history=history)
+        check.nothing_lost(committed, "by the next --continue")
+        check.all_static()
+        check.memory_tool_results_kept()
+    assert not check.problems, "\n".join(check.problems)
