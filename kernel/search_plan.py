@@ -293,7 +293,10 @@ def cjk_bigrams(text: str) -> list[str]:
             if gram[0] in CJK_FUNCTION_CHARS and gram[1] in CJK_FUNCTION_CHARS:
                 continue
             out.append(gram)
-    return list(dict.fromkeys(out))
+    # Japanese: two hiragana are nearly always inflection or particles (すれ, れば, ます);
+    # keep them only when nothing else is left (a question written in kana alone).
+    content = [g for g in out if not all(0x3040 <= ord(c) <= 0x309F for c in g)]
+    return list(dict.fromkeys(content or out))
 
 
 @dataclass
@@ -363,7 +366,7 @@ def plan_search(query: str | None, *, fallback: bool = True) -> list[SearchStage
         # One short CJK word is a keyword, found by the strict stage; a longer run or
         # several terms read as a question.
         keyword = single_term and sum(len(r) for r in _CJK_RUN_RE.findall(positives[0].text)) < 4
-        if len(grams) >= 2 and not keyword:
+        if grams and not keyword:
             stages.append(SearchStage("relaxed", "grams", "cjk", grams=grams,
                                       negatives=[t for t in negatives if t.cjk], context=len(grams) > 1))
         if latin:

@@ -155,7 +155,8 @@ def test_cjk_relaxed_uses_bigrams_then_words() -> None:
 
 def test_cjk_bigrams_leave_out_question_words_and_grammar() -> None:
     assert cjk_bigrams("小王的猫叫什么名字？") == ["小王", "王的", "的猫", "猫叫", "名字"]
-    assert cjk_bigrams("京都でどこに泊まる？") == ["京都", "都で", "に泊", "泊ま", "まる"]
+    assert cjk_bigrams("京都でどこに泊まる？") == ["京都", "都で", "に泊", "泊ま"]  # no kana-only pairs
+    assert cjk_bigrams("どうすればいい") == ["すれ", "れば", "ばい", "いい"]  # unless nothing else is left
     assert cjk_bigrams("我是") == []  # two grammar characters
 
 
