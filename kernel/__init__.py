@@ -54,6 +54,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     ".runtime.memory_manager": ("MemoryManager", "is_trivial_prompt"),
     ".safety": ("Threat", "scan_for_threats",),
+    ".session_refs": ("live_tip", "resolve_session_ref"),
     ".search_plan": (
         "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "NOISE_WORDS", "RELAX_BELOW", "STOP_WORDS",
         "ParsedSearch", "SearchStage", "SearchTerm", "cjk_bigrams", "has_cjk", "informative",
@@ -84,6 +85,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "live_tip",
+    "resolve_session_ref",
     "BackgroundSlot",
     "CircuitBreaker",
     "SerialWorker",

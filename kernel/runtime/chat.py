@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from ..errors import HermesError, LLMAuthError
+from ..session_refs import CONTINUED_REASONS, live_tip, resolve_session_ref
 from .render import DIM, RESET, MarkdownStream
 
 #: Slash commands: name → (argument hint, what it does). /help and completion use it.
@@ -48,8 +49,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 KEYS = ("Keys: Enter sends · Esc-Enter or Ctrl-J adds a new line · Up/Down walk the history · "
         "Tab completes /commands · Ctrl-C stops an answer, clears the line, or at an empty "
         "prompt leaves")
-#: End reasons after which a session lives on in its newest child.
-CONTINUED = ("compression", "undo")
 TITLE_PROMPT = ("Write a title of 2 to 6 words for the conversation below. Answer with the "
                 "title only: no quotes, no trailing period.")
 
@@ -76,42 +75,6 @@ def clean_text(text: str) -> tuple[str, bool]:
 
 
 # -- sessions ---------------------------------------------------------------------------------
-
-
-def live_tip(store: Any, session_id: str) -> str:
-    """Where a conversation continues: follows compactions and /undo branches to the
-    newest child started after its parent ended."""
-    current, seen = session_id, {session_id}
-    for _ in range(1000):
-        row = store.get_session(current) or {}
-        if row.get("end_reason") not in CONTINUED or row.get("ended_at") is None:
-            return current
-        later = [c for c in store.children(current) if (c.get("started_at") or 0) >= row["ended_at"]]
-        if not later:
-            return current
-        nxt = max(later, key=lambda c: (c.get("started_at") or 0, c["id"]))["id"]
-        if nxt in seen:
-            return current
-        seen.add(nxt)
-        current = nxt
-    return current
-
-
-def resolve_session_ref(store: Any, ref: str) -> str:
-    """A session id from an id, a unique id prefix or a title; a :class:`HermesError`
-    naming the candidates when a prefix is ambiguous, or saying nothing matched."""
-    found = store.resolve_session(ref)
-    if found:
-        return str(found)
-    ref = ref.strip()
-    matches = [sid for sid in store.iter_session_ids() if sid.startswith(ref)] if ref else []
-    if len(matches) > 1:
-        shown = ", ".join(sorted(matches)[:8]) + (" …" if len(matches) > 8 else "")
-        raise HermesError(f"session id prefix {ref!r} is ambiguous: it matches {len(matches)} "
-                          f"sessions ({shown}). Type more of the id.")
-    if len(matches) == 1:
-        return matches[0]
-    raise HermesError(f"no session with id or title {ref!r}. `hermes sessions list` shows them.")
 
 
 def latest_session(kernel: Any, source: str = "cli") -> str | None:
@@ -333,7 +296,7 @@ def usage_lines(agent: Any) -> list[str]:
             cost = (cost or 0.0) + float(row["estimated_cost_usd"])
         parent = row.get("parent_session_id")
         prow = store.get_session(parent) if parent else None
-        sid = parent if prow and prow.get("end_reason") in CONTINUED else None
+        sid = parent if prow and prow.get("end_reason") in CONTINUED_REASONS else None
     lines = [
         f"input {totals['input_tokens']:,} tokens · output {totals['output_tokens']:,}"
         + (f" · reasoning {totals['reasoning_tokens']:,}" if totals["reasoning_tokens"] else ""),
@@ -379,12 +342,14 @@ class Chat:
         return agent
 
     def switch(self, session_id: str | None, reason: str) -> None:
-        old = self.agent
-        self.agent = None
+        """Continue in another session: the new agent first, so that a failure leaves
+        the current one in place."""
+        new = self.make_agent(session_id)
+        old, self.agent = self.agent, new
         try:
             old.close(reason)
-        finally:
-            self.agent = self.make_agent(session_id)
+        except HermesError as exc:
+            self.screen.notice(f"the previous session was not closed cleanly: {exc}")
 
     # -- a turn ---------------------------------------------------------------------------
 

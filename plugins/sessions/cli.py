@@ -8,6 +8,7 @@ script would parse.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from typing import Any
@@ -29,12 +30,8 @@ def _store(state: Any) -> hermes.SessionStore:
 
 
 def _resolve(store: hermes.SessionStore, ref: str) -> str:
-    sid = store.resolve_session(ref)
-    if sid is None:
-        raise hermes.HermesError(
-            f"no session matches {ref!r} (an id, a unique id prefix or a title). "
-            "See `hermes sessions list --all`.")
-    return sid
+    # One resolution everywhere (chat --resume too): an ambiguous prefix lists candidates.
+    return hermes.resolve_session_ref(store, ref)
 
 
 def _when(ts: float | None) -> str:
@@ -69,12 +66,29 @@ def list_cmd(state: Any, source: str | None, limit: int, offset: int, show_all: 
     if not rows:
         click.echo("No sessions yet.")
         return
+    for line in _session_table(rows, shutil.get_terminal_size((100, 24)).columns):
+        click.echo(line)
+
+
+def _session_table(rows: list[dict[str, Any]], width: int) -> list[str]:
+    """``sessions list`` as a table with a header; the title column takes what is left
+    of the terminal width (ids are never cut: they are what the other commands take)."""
+    cells = []
     for row in rows:
         title = row.get("title") or row.get("preview") or "(empty)"
-        parts = f"{row['lineage_size']} parts, " if row.get("lineage_size", 1) > 1 else ""
-        click.echo(f"{row['id']}  {_when(row.get('last_active'))}  {row['source']:<10} "
-                   f"{parts}{row.get('lineage_messages', row['message_count'])} msgs  "
-                   f"{_short(title, 60)}")
+        if row.get("lineage_size", 1) > 1:
+            title += f" ({row['lineage_size']} parts)"
+        cells.append((row["id"], _when(row.get("last_active")), str(row["source"]),
+                      str(row.get("lineage_messages", row["message_count"])), title))
+    head = ("ID", "LAST ACTIVE", "SOURCE", "MSGS", "TITLE")
+    widths = [max(len(c[i]) for c in [head, *cells]) for i in range(4)]
+    fixed = sum(widths) + 2 * 4
+    room = max(12, width - fixed - 1)
+    out = []
+    for c in [head, *cells]:
+        out.append(f"{c[0]:<{widths[0]}}  {c[1]:<{widths[1]}}  {c[2]:<{widths[2]}}  "
+                   f"{c[3]:>{widths[3]}}  {_short(c[4], room)}".rstrip())
+    return out
 
 
 @sessions.command("show")

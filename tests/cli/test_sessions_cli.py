@@ -47,9 +47,23 @@ def populated(hermes_home: Path) -> dict[str, str]:
 def test_list(populated: dict[str, str]) -> None:
     result = run("sessions", "list")
     assert result.exit_code == 0, result.output
-    lines = result.stdout.strip().splitlines()
+    header, *lines = result.stdout.strip().splitlines()
+    assert header.split() == ["ID", "LAST", "ACTIVE", "SOURCE", "MSGS", "TITLE"]
     assert lines[0].startswith(populated["root"]) and "2 parts" in lines[0]
     assert "Database migration" in lines[0] and lines[1].startswith(populated["other"])
+    # columns line up under the header, and a narrow terminal cuts titles, never ids
+    at = header.index("LAST ACTIVE")
+    assert all(line[at - 2:at] == "  " and line[at:at + 4].isdigit() for line in lines), lines
+    narrow = CliRunner(env={"COLUMNS": "72"}).invoke(cli, ["sessions", "list"]).stdout.splitlines()
+    assert all(len(line) <= 72 for line in narrow), narrow
+    assert narrow[1].startswith(populated["root"]) and "…" in narrow[1]
+
+
+def test_ambiguous_id_prefix_lists_candidates(populated: dict[str, str]) -> None:
+    result = run("sessions", "show", "2026010")
+    assert result.exit_code == 1
+    assert "ambiguous" in result.stderr and populated["root"] in result.stderr
+    assert "Traceback" not in result.output
     rows = json.loads(run("sessions", "list", "--json").stdout)
     assert [r["id"] for r in rows] == [populated["root"], populated["other"]]
     assert rows[0]["tip_id"] == populated["cont"]
