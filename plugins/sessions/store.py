@@ -357,7 +357,10 @@ class SQLiteSessionStore(hermes.SessionStore):
                 except sqlite3.OperationalError as exc:
                     waited = time.monotonic() - started
                     if not _is_busy(exc):
-                        raise self._unwritable(exc) or exc
+                        unwritable = self._unwritable(exc)
+                        if unwritable is None:
+                            raise
+                        raise unwritable from exc
                     if waited >= patience:
                         raise self._locked_out(exc, waited, patience) from exc
                     self._pause(waited, patience)
@@ -390,7 +393,10 @@ class SQLiteSessionStore(hermes.SessionStore):
                 except sqlite3.OperationalError as exc:
                     waited = time.monotonic() - started
                     if not _is_busy(exc):
-                        raise self._unwritable(exc) or exc
+                        unwritable = self._unwritable(exc)
+                        if unwritable is None:
+                            raise
+                        raise unwritable from exc
                     if waited >= patience:
                         raise self._locked_out(exc, waited, patience) from exc
                     self._pause(waited, patience)
@@ -409,7 +415,10 @@ class SQLiteSessionStore(hermes.SessionStore):
             except sqlite3.OperationalError as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise self._unwritable(exc) or exc
+                unwritable = self._unwritable(exc)
+                if unwritable is None:
+                    raise
+                raise unwritable from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
