@@ -357,31 +357,34 @@ def rename_cmd(state: Any, ref: str, title: tuple[str, ...]) -> None:
 
 @sessions.command("delete")
 @click.argument("ref")
-@click.option("--only", is_flag=True, help="Delete just this session, not its continuations and sub-agents.")
+@click.option("--only-this-part", "--only", "only", is_flag=True,
+              help="Delete just this session, not the rest of its conversation (the parts "
+                   "before and after a compaction, and sub-agent sessions).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @pass_state
 def delete_cmd(state: Any, ref: str, only: bool, yes: bool) -> None:
-    """Delete a conversation (the session, its continuations and sub-agent sessions)."""
+    """Delete a whole conversation: every part of its compaction chain (earlier parts and
+    continuations) and its sub-agent sessions. REF is an id, id prefix or title of any
+    part. Prints the ids it deleted."""
     store = _store(state)
     sid = _resolve(store, ref)
-    ids = [sid] if only else [sid, *[i for i in store.lineage(sid) if i != sid and
-                                     _descends(store, i, sid)]]
+    whole = store.lineage(sid)
+    if sid not in whole:  # a store whose lineage misses the session itself
+        whole.append(sid)
+    ids = [sid] if only else whole
     if not yes:
-        click.confirm(f"Delete {len(ids)} session(s) starting at {sid}?", abort=True, err=True)
-    deleted = sum(1 for i in reversed(ids) if store.delete_session(i))
-    click.echo(f"deleted {deleted} session(s)")
-
-
-def _descends(store: hermes.SessionStore, sid: str, ancestor: str) -> bool:
-    seen = set()
-    current: str | None = sid
-    while current and current not in seen:
-        if current == ancestor:
-            return True
-        seen.add(current)
-        row = store.get_session(current)
-        current = row.get("parent_session_id") if row else None
-    return False
+        what = (f"session {sid} only" if only else
+                f"{len(ids)} session(s), the whole conversation of {sid}")
+        click.confirm(f"Delete {what}?", abort=True, err=True)
+    # One transaction where the store has them: all parts go, or none do.
+    with store.batch():
+        deleted = [i for i in reversed(ids) if store.delete_session(i)]
+    deleted.reverse()
+    click.echo(f"deleted {len(deleted)} session(s): {', '.join(deleted) or '(none)'}")
+    if only:
+        rest = [i for i in whole if i != sid]
+        if rest:
+            click.echo(f"kept the other {len(rest)} part(s) of the conversation: {', '.join(rest)}")
 
 
 @sessions.command("prune")
