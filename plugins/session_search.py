@@ -1,14 +1,16 @@
 """The ``session_search`` tool: the agent's recall of its past conversations.
 
-Pipeline for a query: full-text search over every stored message (over-fetching 50 hits)
-→ group hits by conversation (lineage root) → drop the current conversation's whole
-lineage (its compressed parts and sub-agents are already "in mind") → keep the best N
-conversations (default 3, at most 5) → load the session that produced each best hit →
-cut a window of at most 100,000 characters around the matches → summarise each with the
-auxiliary model (``auxiliary.session_search``), focused on the query, a few at a time and
-under one overall deadline. Without an auxiliary model, or when a summary fails or runs
-out of time, the raw matched snippets are returned instead, so a match is never lost.
-An empty query lists recent conversations without any model call. The handler never
+Shapes (none calls a model unless asked): **browse** (no arguments: recent
+conversations), **discover** (``query``: full-text search over every stored message,
+over-fetching 50 hits → grouped by conversation (lineage root) → the current
+conversation's whole lineage dropped → the best N conversations (default 3, at most 5),
+each with its best hit's snippet, the messages around it (the anchor flagged) and its
+bookends — first and last user/assistant messages), **scroll** (``session_id`` +
+``around_message_id`` + ``window``) and **read** (``session_id`` alone: the whole
+conversation, head and tail when long). ``sort``, ``role_filter``, ``since``/``until``
+narrow discover. With ``summarize`` and an auxiliary model (``auxiliary.session_search``)
+each conversation found is also summarised, focused on the query, a few at a time under
+one deadline; when a summary fails, the raw snippets stand in, so a match is never lost. The handler never
 raises into the agent loop: failures come back as ``{"success": false, "error": ...}``.
 
 Settings (``plugins.session-search``): ``max_concurrency`` (1-5, default 3), ``timeout``
@@ -40,6 +42,11 @@ HIDDEN_SOURCES = ("tool",)
 TOOL_BODY_CHARS = 500
 PROXIMITY = 200
 RAW_PREFIX = "[Raw matches — summarization unavailable]"
+DEFAULT_WINDOW, MAX_WINDOW = 3, 20
+BOOKENDS = 2
+#: A session longer than this is read as its first and last READ_EDGE messages.
+READ_MAX, READ_EDGE = 60, 20
+MESSAGE_CHARS = 1500
 
 #: What the system prompt says about the tool when it is enabled (the prompt helper
 #: includes it for the ``session_search`` toolset).
@@ -48,33 +55,49 @@ GUIDANCE = (
     "user. Use it before asking the user to repeat themselves: when they say \"we did this "
     "before\", \"remember when\", \"last time\" or \"as we discussed\", when they mention a "
     "project, file, error or decision you do not see in this conversation, or when a past "
-    "solution would help now. Call it without a query to see recent conversations (free, "
-    "no summaries). With a query you get focused summaries of the best-matching past "
-    "conversations. Queries work best as a few distinctive keywords (names, paths, error "
-    "text); words are AND-ed, so join alternatives with OR, quote exact phrases, use "
-    "prefix* and NOT. A plain question also works. If a search finds nothing, try fewer or "
-    "different keywords before giving up."
+    "solution would help now. Four shapes, none of them costs a model call: "
+    "**browse** (no arguments) lists recent conversations; **discover** (`query`) finds "
+    "the best-matching conversations, each with the matching message, the messages "
+    "around it (the anchor flagged) and the conversation's first and last messages; "
+    "**scroll** (`session_id` + `around_message_id` + `window`) reads more around a "
+    "message discover showed you; **read** (`session_id` alone) reads a whole "
+    "conversation (head and tail when long). A query may be a plain question or a few "
+    "distinctive keywords (names, paths, error text); \"quoted phrases\", OR, NOT and "
+    "prefix* work. Narrow with `role_filter`, `since`/`until` (YYYY-MM-DD) and `sort` "
+    "(relevance, newest, oldest). Set `summarize` only when you need a recap of long "
+    "conversations and cannot read them yourself. If a search finds nothing, try other "
+    "words before giving up."
 )
 
 SCHEMA: dict[str, Any] = {
     "name": "session_search",
     "description": (
-        "Search your past conversations (long-term recall). With no query: list recent "
-        "conversations (titles, previews; free). With a query: full-text search over every "
-        "past message, tool call and tool result; returns a focused summary of each of the "
-        "best-matching conversations (default 3, max 5), excluding the current one. Query "
-        "syntax: keywords are AND-ed; use OR for alternatives, \"quoted phrases\", prefix*, "
-        "NOT; a natural-language question also works. " + GUIDANCE
+        "Recall past conversations (long-term memory), excluding the current one. "
+        "No arguments: recent conversations. query: best-matching conversations with the "
+        "matching message in context. session_id (+ around_message_id, window): read a "
+        "past conversation. " + GUIDANCE
     ),
     "parameters": {
         "type": "object",
         "properties": {
             "query": {"type": "string",
-                      "description": "Keywords, phrase or question. Omit to browse recent conversations."},
+                      "description": "A question, keywords or phrase. Omit to browse or read."},
+            "session_id": {"type": "string",
+                           "description": "Read this conversation (alone: whole; with around_message_id: a window)."},
+            "around_message_id": {"type": "integer",
+                                  "description": "With session_id: the message to centre the window on."},
+            "window": {"type": "integer", "minimum": 1, "maximum": MAX_WINDOW,
+                       "description": f"Messages before and after the anchor (default {DEFAULT_WINDOW})."},
             "role_filter": {"type": "string",
                             "description": "Comma-separated roles to search (user,assistant,tool); default all."},
+            "since": {"type": "string", "description": "Only messages from this date on (YYYY-MM-DD)."},
+            "until": {"type": "string", "description": "Only messages up to this date (YYYY-MM-DD, inclusive)."},
+            "sort": {"type": "string", "enum": ["relevance", "newest", "oldest"],
+                     "description": "Order of the conversations found (default relevance)."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
                       "description": f"Conversations to return (default {DEFAULT_LIMIT}, max {MAX_LIMIT})."},
+            "summarize": {"type": "boolean",
+                          "description": "Add a model-written recap of each conversation found (slower)."},
         },
         "required": [],
     },
@@ -228,6 +251,60 @@ def session_search(args: dict[str, Any], ctx: hermes.ToolContext) -> str:
     return json.dumps(result, ensure_ascii=False, default=str)
 
 
+def _int(value: Any, default: int, low: int, high: int) -> int:
+    try:
+        return max(low, min(high, int(value)))
+    except (TypeError, ValueError):
+        return default
+
+
+def _day(value: Any, *, end: bool = False) -> float | None:
+    """``YYYY-MM-DD`` (local time; ``end``: the end of that day) or unix seconds."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    try:
+        day = time.mktime(time.strptime(text[:10], "%Y-%m-%d"))
+    except ValueError:
+        raise ValueError(f"since/until must be a date like 2025-03-14, not {text!r}") from None
+    return day + 86400 - 0.001 if end else day
+
+
+def _message(msg: dict[str, Any], anchor: int | None = None) -> dict[str, Any]:
+    """A stored message as the tool shows it: id, role (tool messages with their tool
+    name), time and text (cut to MESSAGE_CHARS); ``anchor`` flags the matched one."""
+    content = msg.get("content") or ""
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False)
+    if len(content) > MESSAGE_CHARS:
+        content = content[:MESSAGE_CHARS] + "…[cut]"
+    calls = [c.get("function", {}).get("name", "?") for c in msg.get("tool_calls") or [] if isinstance(c, dict)]
+    out: dict[str, Any] = {"id": msg.get("id"), "role": msg.get("role"), "when": format_when(msg.get("timestamp")),
+                           "content": content}
+    if msg.get("role") == "tool":
+        out["tool_name"] = msg.get("tool_name") or msg.get("name")
+    if calls:
+        out["tool_calls"] = calls
+    if anchor is not None and msg.get("id") == anchor:
+        out["anchor"] = True
+    return out
+
+
+def _window(messages: list[dict[str, Any]], around: int, window: int) -> list[dict[str, Any]]:
+    index = next((i for i, m in enumerate(messages) if m.get("id") == around), None)
+    if index is None:
+        return []
+    return [_message(m, around) for m in messages[max(0, index - window): index + window + 1]]
+
+
+def _bookends(messages: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    talk = [m for m in messages if m.get("role") in ("user", "assistant") and m.get("content")]
+    return {"first": [_message(m) for m in talk[:BOOKENDS]],
+            "last": [_message(m) for m in talk[-BOOKENDS:]] if len(talk) > BOOKENDS else []}
+
+
 def _run(args: dict[str, Any], ctx: hermes.ToolContext) -> dict[str, Any]:
     kernel = ctx.kernel
     try:
@@ -235,22 +312,29 @@ def _run(args: dict[str, Any], ctx: hermes.ToolContext) -> dict[str, Any]:
     except Exception as exc:
         return {"success": False, "error": f"The session store is not available: {exc}"}
     settings = _settings(kernel)
-    try:
-        limit = int(args.get("limit") or DEFAULT_LIMIT)
-    except (TypeError, ValueError):
-        limit = DEFAULT_LIMIT
-    limit = max(1, min(MAX_LIMIT, limit))
+    limit = _int(args.get("limit") or DEFAULT_LIMIT, DEFAULT_LIMIT, 1, MAX_LIMIT)
+    window = _int(args.get("window") or DEFAULT_WINDOW, DEFAULT_WINDOW, 1, MAX_WINDOW)
     query = str(args.get("query") or "").strip()
     current = ctx.session_id or ""
     current_root = store.lineage_root(current) if current else ""
+    target = str(args.get("session_id") or "").strip()
+    if target and not query:
+        return _read_session(store, target, args.get("around_message_id"), window)
     if not query:
         return _recent(store, limit, current, current_root, settings["hidden"])
+    try:
+        since, until = _day(args.get("since")), _day(args.get("until"), end=True)
+    except ValueError as exc:
+        return {"success": False, "error": str(exc)}
+    sort = str(args.get("sort") or "relevance").lower()
+    if sort not in ("relevance", "newest", "oldest"):
+        return {"success": False, "error": f"sort must be relevance, newest or oldest, not {sort!r}"}
 
     roles_arg = args.get("role_filter")
     roles = ([r.strip() for r in roles_arg.split(",") if r.strip()] if isinstance(roles_arg, str)
              else [str(r) for r in roles_arg] if isinstance(roles_arg, list) else None)
-    hits = store.search_messages(query, role_filter=roles or None,
-                                 exclude_sources=settings["hidden"], limit=OVERFETCH)
+    hits = store.search_messages(query, role_filter=roles or None, exclude_sources=settings["hidden"],
+                                 session_id=target or None, since=since, until=until, limit=OVERFETCH)
     roots: dict[str, str] = {}
     groups: dict[str, list[dict[str, Any]]] = {}
     for hit in hits:
@@ -265,32 +349,63 @@ def _run(args: dict[str, Any], ctx: hermes.ToolContext) -> dict[str, Any]:
         return {"success": True, "query": query, "results": [], "count": 0,
                 "sessions_searched": 0, "message": "No matching sessions found."}
 
-    chosen = list(groups.items())[:limit]
-    jobs = []
-    for root, root_hits in chosen:
-        matched = root_hits[0]["session_id"]
-        text = format_transcript(store.get_conversation(matched))
-        jobs.append((root, root_hits, matched, truncate_around_matches(text, query, settings["max_chars"])))
-    summaries = _summarize_all(kernel, query, store, jobs, settings)
+    chosen = list(groups.items())
+    if sort != "relevance":
+        chosen.sort(key=lambda item: item[1][0].get("timestamp") or 0.0, reverse=sort == "newest")
+    chosen = chosen[:limit]
+    conversations = {root: store.get_messages(root_hits[0]["session_id"]) for root, root_hits in chosen}
+    summaries: list[str | None] = [None] * len(chosen)
+    if args.get("summarize") is True:
+        jobs = [(root, root_hits, root_hits[0]["session_id"],
+                 truncate_around_matches(format_transcript(conversations[root]), query, settings["max_chars"]))
+                for root, root_hits in chosen]
+        summaries = _summarize_all(kernel, query, store, jobs, settings)
 
     results = []
-    for (root, root_hits, matched, _), summary in zip(jobs, summaries, strict=True):
+    for (root, root_hits), summary in zip(chosen, summaries, strict=True):
+        best = root_hits[0]
+        matched = best["session_id"]
         meta = store.get_session(root) or store.get_session(matched) or {}
+        messages = conversations[root]
         entry: dict[str, Any] = {
             "session_id": root, "matched_session_id": matched, "title": meta.get("title"),
             "when": format_when(meta.get("started_at")), "source": meta.get("source"),
-            "model": meta.get("model"), "mode": root_hits[0].get("mode"),
+            "model": meta.get("model"), "mode": best.get("mode"),
+            "match_message_id": best["id"], "snippet": best.get("snippet", ""),
+            "window": _window(messages, best["id"], window),
+            "bookends": _bookends(messages),
+            "other_matches": [h["id"] for h in root_hits[1:5]],
             "summarized": summary is not None,
         }
-        if summary is not None:
-            entry["summary"] = summary
-        else:
-            entry["summary"] = RAW_PREFIX + "\n" + "\n".join(
-                f"[{h['role'].upper()} {format_when(h.get('timestamp'))}] {h['snippet']}"
-                for h in root_hits[:5])
+        entry["summary"] = summary if summary is not None else RAW_PREFIX + "\n" + "\n".join(
+            f"[{h['role'].upper()} {format_when(h.get('timestamp'))}] {h['snippet']}" for h in root_hits[:5])
         results.append(entry)
     return {"success": True, "query": query, "results": results, "count": len(results),
-            "sessions_searched": len(groups)}
+            "sessions_searched": len(groups),
+            "message": "Scroll with session_id + around_message_id + window; read a whole one with session_id."}
+
+
+def _read_session(store: Any, ref: str, around: Any, window: int) -> dict[str, Any]:
+    """read (whole conversation, head and tail when long) or scroll (a window)."""
+    sid = store.resolve_session(ref) if hasattr(store, "resolve_session") else ref
+    meta = store.get_session(sid) if sid else None
+    if meta is None:
+        return {"success": False, "error": f"No session {ref!r}. Use session_search without arguments to list them."}
+    messages = store.get_messages(sid)
+    head = {"success": True, "session_id": sid, "title": meta.get("title"),
+            "when": format_when(meta.get("started_at")), "source": meta.get("source"),
+            "message_count": len(messages)}
+    if around not in (None, ""):
+        anchor = _int(around, -1, -1, 2**62)
+        shown = _window(messages, anchor, window)
+        if not shown:
+            return {"success": False, "error": f"Message {around} is not in session {sid}."}
+        return {**head, "mode": "scroll", "messages": shown}
+    if len(messages) <= READ_MAX:
+        return {**head, "mode": "read", "messages": [_message(m) for m in messages]}
+    return {**head, "mode": "read", "messages": [_message(m) for m in messages[:READ_EDGE]],
+            "omitted": len(messages) - 2 * READ_EDGE,
+            "tail": [_message(m) for m in messages[-READ_EDGE:]]}
 
 
 def _recent(store: Any, limit: int, current: str, current_root: str, hidden: list[str]) -> dict[str, Any]:

@@ -61,7 +61,9 @@ def test_registered_as_a_parallel_safe_tool(kernel: Any) -> None:
     tool = tools["session_search"]
     assert tool.parallel_safe and tool.toolset == "session_search"
     assert "past conversations" in tool.schema["description"]
-    assert set(tool.schema["parameters"]["properties"]) == {"query", "role_filter", "limit"}
+    assert set(tool.schema["parameters"]["properties"]) == {
+        "query", "session_id", "around_message_id", "window", "role_filter", "since", "until",
+        "sort", "limit", "summarize"}
     assert "session_search" in ss.GUIDANCE and ss.GUIDANCE in tool.schema["description"]
 
 
@@ -193,7 +195,7 @@ def test_summaries_from_the_auxiliary_model(llm_kernel: Any, fake_llm: Any) -> N
     kernel = llm_kernel()
     seed(kernel.session_store)
     fake_llm.handler = lambda req: Reply(text=f"Summary of: {req.last_user_text.splitlines()[2]}")
-    out = call(kernel, "live-2", query="volcano")
+    out = call(kernel, "live-2", query="volcano", summarize=True)
     assert out["success"] and out["count"] == 2
     assert all(r["summarized"] for r in out["results"])
     assert {r["summary"] for r in out["results"]} >= {"Summary of: Session date: " + ss.format_when(500)}
@@ -223,7 +225,7 @@ def test_concurrency_is_bounded(llm_kernel: Any, fake_llm: Any) -> None:
         return Reply(text="a summary")
 
     fake_llm.handler = handler
-    out = call(kernel, query="penguin", limit=5)
+    out = call(kernel, query="penguin", limit=5, summarize=True)
     assert out["count"] == 5 and all(r["summarized"] for r in out["results"])
     assert state["peak"] == 2
 
@@ -232,7 +234,7 @@ def test_deadline_falls_back_to_snippets(llm_kernel: Any, fake_llm: Any) -> None
     kernel = llm_kernel(timeout=1)
     seed(kernel.session_store)
     fake_llm.handler = lambda req: Reply(text="too late", delay=4.0)
-    out = call(kernel, "live-2", query="volcano")
+    out = call(kernel, "live-2", query="volcano", summarize=True)
     assert out["success"] and out["count"] == 2
     assert not any(r["summarized"] for r in out["results"])
     assert all(r["summary"].startswith(ss.RAW_PREFIX) for r in out["results"])
@@ -247,7 +249,7 @@ def test_failed_summary_falls_back_per_session(llm_kernel: Any, fake_llm: Any) -
             else Reply(text="fine summary")
 
     fake_llm.handler = handler
-    out = call(kernel, "live-2", query="volcano")
+    out = call(kernel, "live-2", query="volcano", summarize=True)
     by_id = {r["session_id"]: r for r in out["results"]}
     assert by_id["past-a"]["summarized"] is False and "Reykjavik" in by_id["past-a"]["summary"]
     assert by_id["past-b"]["summarized"] is True and by_id["past-b"]["summary"] == "fine summary"
@@ -258,5 +260,67 @@ def test_empty_summary_is_retried(llm_kernel: Any, fake_llm: Any) -> None:
     store = kernel.session_store
     store.append_message("solo", "user", "narwhal tusk facts")
     fake_llm.queue(Reply(text=""), Reply(text="second try worked"))
-    out = call(kernel, query="narwhal")
+    out = call(kernel, query="narwhal", summarize=True)
     assert out["results"][0]["summary"] == "second try worked"
+
+
+# -- the shapes without a model: discover, scroll, read, browse ---------------------------
+
+
+def read(kernel: Any, **args: Any) -> dict[str, Any]:
+    """The tool called with ``args`` as given (``session_id`` is the tool's argument)."""
+    return json.loads(ss.session_search(args, hermes.ToolContext(kernel=kernel, session_id="")))
+
+
+def test_discover_gives_the_match_in_context_with_bookends(kernel: Any) -> None:
+    store = kernel.session_store
+    store.create_session("trip", source="cli", started_at=100)
+    store.append_messages("trip", [
+        {"role": "user", "content": f"filler {i}", "timestamp": 101 + i} for i in range(6)] + [
+        {"role": "user", "content": "Where should we stay in Porto?", "timestamp": 110},
+        {"role": "assistant", "content": "Pension Lumen, near the river.", "timestamp": 111},
+        {"role": "user", "content": "thanks, booked", "timestamp": 112}])
+    out = call(kernel, query="where did you suggest we stay in Porto", window=1)
+    top = out["results"][0]
+    assert top["session_id"] == "trip" and top["summarized"] is False
+    anchor = [m for m in top["window"] if m.get("anchor")]
+    assert len(anchor) == 1 and anchor[0]["id"] == top["match_message_id"] and len(top["window"]) == 3
+    assert top["bookends"]["first"][0]["content"] == "filler 0"
+    assert top["bookends"]["last"][-1]["content"] == "thanks, booked"
+
+    scrolled = read(kernel, session_id="trip", around_message_id=top["match_message_id"], window=2)
+    assert scrolled["mode"] == "scroll" and len(scrolled["messages"]) == 5
+    whole = read(kernel, session_id="trip")
+    assert whole["mode"] == "read" and len(whole["messages"]) == 9
+    assert call(kernel)["mode"] == "recent"
+
+
+def test_read_shows_head_and_tail_of_a_long_session(kernel: Any) -> None:
+    store = kernel.session_store
+    store.append_messages("long", [{"role": "user", "content": f"line {i}"} for i in range(ss.READ_MAX + 30)])
+    out = read(kernel, session_id="long")
+    assert len(out["messages"]) == ss.READ_EDGE and len(out["tail"]) == ss.READ_EDGE
+    assert out["omitted"] == ss.READ_MAX + 30 - 2 * ss.READ_EDGE
+    assert out["tail"][-1]["content"] == f"line {ss.READ_MAX + 29}"
+
+
+def test_sort_and_date_filters(kernel: Any) -> None:
+    store = kernel.session_store
+    for sid, day in (("jan", "2025-01-10"), ("mar", "2025-03-10"), ("may", "2025-05-10")):
+        ts = time.mktime(time.strptime(day, "%Y-%m-%d")) + 3600
+        store.create_session(sid, source="cli", started_at=ts)
+        store.append_message(sid, "user", "marmalade recipe notes", timestamp=ts)
+    assert [r["session_id"] for r in call(kernel, query="marmalade", sort="newest")["results"]] == ["may", "mar", "jan"]
+    assert [r["session_id"] for r in call(kernel, query="marmalade", sort="oldest")["results"]] == ["jan", "mar", "may"]
+    only = call(kernel, query="marmalade", since="2025-02-01", until="2025-03-10")
+    assert [r["session_id"] for r in only["results"]] == ["mar"]
+    bad = call(kernel, query="marmalade", since="last week")
+    assert bad["success"] is False and "2025-03-14" in bad["error"]
+    assert read(kernel, session_id="nope")["success"] is False
+
+
+def test_summaries_only_when_asked(llm_kernel: Any, fake_llm: Any) -> None:
+    kernel = llm_kernel()
+    seed(kernel.session_store)
+    out = call(kernel, "live-2", query="volcano")
+    assert not any(r["summarized"] for r in out["results"]) and fake_llm.requests == []
