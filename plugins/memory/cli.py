@@ -170,6 +170,7 @@ def status(state: Any, as_json: bool) -> None:
         quiet.disabled = was_disabled
     if as_json:
         echo_json(data)
+        _exit_if_broken(data)
         return
     builtin = data["builtin"]
     click.echo(f"built-in: {'active' if builtin['active'] else 'NOT ACTIVE'}")
@@ -192,3 +193,13 @@ def status(state: Any, as_json: bool) -> None:
         if ext["name"] and ext["reason"] and ext["reason"] in problem:
             continue
         click.echo(f"warning: {problem}")
+    _exit_if_broken(data)
+
+
+def _exit_if_broken(data: dict[str, Any]) -> None:
+    """Exit status 1 (docs/cli.md) when the selected provider cannot run or a memory file
+    cannot be read: a script checking ``memory status`` must see the failure."""
+    ext, builtin = data["external"], data["builtin"]
+    unreadable = any(isinstance(builtin.get(t), dict) and "error" in builtin[t] for t in FILES)
+    if (ext["name"] and not ext["active"]) or unreadable:
+        click.get_current_context().exit(1)

@@ -96,7 +96,7 @@ def test_status_names_an_unavailable_provider_and_why(hermes_home: Path, tmp_pat
     monkeypatch.syspath_prepend(str(site))
     (hermes_home / "config.yaml").write_text(yaml.safe_dump({"memory": {"provider": "cloudmem"}}))
     result = CliRunner().invoke(cli, ["--home", str(hermes_home), "memory", "status"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a failure a script must see (docs/cli.md)
     assert "cloudmem — UNAVAILABLE: set CLOUDMEM_API_KEY" in result.output
     data = json.loads(CliRunner().invoke(cli, ["--home", str(hermes_home), "memory", "status", "--json"]).output)
     assert data["external"] == {"name": "cloudmem", "active": False, "available": False,
@@ -106,5 +106,5 @@ def test_status_names_an_unavailable_provider_and_why(hermes_home: Path, tmp_pat
 def test_status_for_an_unknown_provider(hermes_home: Path) -> None:
     (hermes_home / "config.yaml").write_text(yaml.safe_dump({"memory": {"provider": "nosuch"}}))
     result = run(hermes_home, "status")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "nosuch — UNAVAILABLE" in result.output and "builtin" in result.output
