@@ -235,3 +235,69 @@ def test_an_empty_continuation_falls_back_to_its_parent(agent_factory, fake_llm)
     users = [m["content"] for m in fake_llm.requests[-1].body["messages"] if m["role"] == "user"]
     assert users == ["my name is Ada", "what is my name?"]
     assert store.get_session(empty) is None
+
+
+# -- 3. one writer per conversation ---------------------------------------------------------
+
+
+def _wait_for(predicate, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_two_chats_on_one_session_the_second_is_refused(tmp_path, fake_llm):
+    assert chat(tmp_path, fake_llm, "-q", "first message").returncode == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env.update(HERMES_HOME=str(tmp_path), OPENAI_API_KEY="fake-key")
+    flags = ["--provider", "openai", "--base-url", fake_llm.openai_url, "--model", "fake-model"]
+    # The holder waits for a slow answer, inside its turn, holding the conversation.
+    fake_llm.queue(Reply(text="slow answer", delay=60))
+    before = len(fake_llm.requests)
+    holder = subprocess.Popen(HERMES + ["chat", *flags, "-c", "-q", "slow question"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+    try:
+        _wait_for(lambda: len(fake_llm.requests) > before)
+        with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+            session = kernel.session_store.list_sessions(limit=1)[0]["id"]
+
+        second = chat(tmp_path, fake_llm, "-c", "-q", "interleaved?")
+        assert second.returncode == 1
+        assert "Traceback" not in second.stderr
+        assert session in second.stderr and f"process {holder.pid}" in second.stderr, second.stderr
+        assert not any("interleaved?" in json.dumps(r.body) for r in fake_llm.requests)
+
+        holder.kill()  # SIGKILL: the OS drops the lock with the process
+        holder.wait(timeout=30)
+        third = chat(tmp_path, fake_llm, "-c", "-q", "after the crash")
+        assert third.returncode == 0, third.stderr
+        with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+            users = [m["content"] for m in kernel.session_store.get_conversation(session)
+                     if m["role"] == "user"]
+        assert users == ["first message", "slow question", "after the crash"]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=30)
+        for stream in (holder.stdout, holder.stderr):
+            stream.close()
+
+
+def test_session_lock_in_process(tmp_path):
+    from hermes.runtime.session_lock import SessionBusyError, SessionLock
+
+    first = SessionLock(tmp_path, "s1")
+    first.acquire()
+    with pytest.raises(SessionBusyError) as info:
+        SessionLock(tmp_path, "s1").acquire()
+    assert info.value.pid == os.getpid() and "s1" in str(info.value)
+    SessionLock(tmp_path, "s2").acquire()  # other conversations are independent
+    first.release()
+    assert not first.path.exists()
+    again = SessionLock(tmp_path, "s1")
+    again.acquire()
+    again.release()
