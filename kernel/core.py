@@ -192,13 +192,15 @@ class Kernel:
         self.pm.record_failure(record, exc, "register (name conflict)" if conflict else "register")
 
     def _check_tool_claims(self) -> None:
-        """The tools a memory provider offers (its class's ``tool_names``, e.g. the
-        built-in ``memory`` tool) belong to the provider's plugin: a registered tool of
-        the same name from another plugin is a conflict naming both, and the plugin that
+        """The tools a component offers itself (declared with ``register(..., tools=)``,
+        e.g. the built-in ``memory`` tool) belong to its plugin: a registered tool of the
+        same name from another plugin is a conflict naming both, and the plugin that
         loaded later (the newcomer, never a default) is the one that fails."""
-        for provider in self.registries.memory_providers:
-            owner = getattr(provider.factory, "__self__", provider.factory)  # a classmethod
-            for tool_name in getattr(owner, "tool_names", ()) or ():
+        claims = [e for registry in self.registries.all() for e in registry if e.tools]
+        for provider in claims:
+            for tool_name in provider.tools:
+                if self.pm.get_plugin(provider.plugin) is None:
+                    break  # failed on an earlier claim and was rolled back
                 tool = next((t for t in self.registries.tools if t.name == tool_name), None)
                 if tool is None or tool.plugin == provider.plugin:
                     continue

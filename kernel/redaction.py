@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ __all__ = [
     "REDACTED",
     "SECRET_RULES",
     "RedactingFilter",
+    "attach_log_file",
     "SecretMatch",
     "SecretRule",
     "find_secrets",
@@ -418,3 +420,59 @@ class RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = redact_secrets(record.exc_text)
         return True
+
+
+def attach_log_file(home: os.PathLike[str] | str, config: Any) -> Callable[[], None] | None:
+    """Attach a rotating ``$HERMES_HOME/logs/hermes.log`` to the ``hermes`` logger, with
+    secrets redacted (:class:`RedactingFilter`), and return the function that detaches
+    and closes it (``None`` when ``logging.level`` is ``OFF``). The file and ``logs/``
+    are created on the first record, 0600 and 0700.
+
+    A handler on ``hermes`` would stop Python's last-resort handler from printing
+    warnings to stderr (it only runs when no handler is found), so when nothing else
+    handles ``hermes`` records, that handler is attached beside the file while any log
+    file is. A ``logging.level`` below the logger's effective level lowers the logger's
+    level until detached."""
+    from logging.handlers import RotatingFileHandler
+
+    level_name = str(config.get("logging.level") or "WARNING").upper()
+    if level_name == "OFF":
+        return None
+
+    class PrivateRotatingFileHandler(RotatingFileHandler):
+        def _open(self) -> Any:  # called for the first record and after each rollover
+            directory = os.path.dirname(self.baseFilename)
+            if not os.path.isdir(directory):
+                os.makedirs(directory, exist_ok=True)
+                os.chmod(directory, 0o700)
+            fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.fchmod(fd, 0o600)
+            return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+    handler = PrivateRotatingFileHandler(
+        os.path.join(os.fspath(home), "logs", "hermes.log"),
+        maxBytes=int(config.get("logging.max_bytes") or 5_000_000),
+        backupCount=int(config.get("logging.backup_count") or 0), encoding="utf-8", delay=True)
+    handler.set_name("hermes-log-file")
+    handler.setLevel(getattr(logging, level_name, logging.WARNING))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("hermes")
+    stderr = logging.lastResort if not logger.hasHandlers() else None
+    lowered = handler.level if handler.level < logger.getEffectiveLevel() else None
+    previous_level = logger.level
+    logger.addHandler(handler)
+    if stderr is not None:
+        logger.addHandler(stderr)
+    if lowered is not None:
+        logger.setLevel(lowered)
+
+    def detach() -> None:
+        logger.removeHandler(handler)
+        handler.close()
+        if lowered is not None and logger.level == lowered:
+            logger.setLevel(previous_level)
+        if not any(h.get_name() == "hermes-log-file" for h in logger.handlers) and logging.lastResort:
+            logger.removeHandler(logging.lastResort)
+
+    return detach
