@@ -186,6 +186,8 @@ def _group_lineages(store: hermes.SessionStore, hits: list[hermes.SearchHit]) ->
             roots[sid] = store.lineage_root(sid)
         row: dict[str, Any] = dict(hit)
         row["lineage_root"] = roots[sid]
+        if not row.get("session_title") and roots[sid] != sid:  # a continuation: the root's title
+            row["session_title"] = (store.get_session(roots[sid]) or {}).get("title")
         key = (roots[sid], hit["role"], hit.get("content") or hit["snippet"])
         if key in first:
             first[key].setdefault("also_in", []).append(sid)

@@ -165,3 +165,31 @@ def test_reindex_command_shows_progress(hermes_home: Path) -> None:
     result = CliRunner().invoke(cli, ["sessions", "reindex"])
     assert result.exit_code == 0, result.output
     assert "reindexed 1 message" in result.output
+
+
+def test_cli_search_shows_title_date_number_reply_and_groups_a_lineage(hermes_home: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from hermes.cli import cli
+
+    store = SQLiteSessionStore(hermes_home / "state.db")
+    store.create_session("part1", started_at=1_700_000_000)
+    store.set_title("part1", "Porto trip")
+    store.append_messages("part1", [{"role": "user", "content": "hello"},
+                                    {"role": "user", "content": "Where should we stay in Porto?"},
+                                    {"role": "assistant", "content": "Pension Lumen, near the river."}])
+    store.end_session("part1", "compression", ended_at=1_700_000_100)
+    store.create_session("part2", parent_session_id="part1", started_at=1_700_000_100)
+    store.append_messages("part2", [{"role": "user", "content": "Where should we stay in Porto?"}])
+    store.close()
+    out = CliRunner().invoke(cli, ["sessions", "search", "Porto"])
+    assert out.exit_code == 0, out.output
+    assert "Porto trip" in out.output and "[Porto]" in out.output and ">>>" not in out.output
+    assert out.output.count("Where should we stay") == 1  # the compacted copy is grouped
+    hits = json.loads(CliRunner().invoke(cli, ["sessions", "search", "Porto", "--json"]).output)
+    assert len(hits) == 1 and hits[0]["mode"] == "strict" and hits[0]["lineage_root"] == "part1"
+    assert len(hits[0]["also_in"]) == 1 and {"id", "timestamp", "position", "session_id"} <= set(hits[0])
+    numbered = CliRunner().invoke(cli, ["sessions", "search", "Porto", "--session", "part1"]).output
+    assert "#2" in numbered and "↳ assistant: Pension Lumen" in numbered
