@@ -45,6 +45,10 @@ _SESSION_FIELDS = ("source", "user_id", "model", "model_config", "system_prompt"
 #: Messages written per store batch (one transaction in the SQLite store): big enough to
 #: index efficiently, small enough not to keep other writers waiting long.
 BATCH_MESSAGES = 5000
+#: ... and at most about this many seconds: a busy store's other writers wait no longer.
+BATCH_SECONDS = 0.25
+#: Messages of one session written per step (a batch ends only between steps).
+STEP_MESSAGES = 1000
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                  "reasoning_tokens", "estimated_cost_usd")
 
@@ -137,17 +141,7 @@ def _canonical(message: dict[str, Any]) -> str:
 
 def digest(messages: Iterable[dict[str, Any]]) -> str:
     """A stable fingerprint of a message sequence (role, content, tool fields)."""
-    h = hashlib.sha256()
-    for m in messages:
-        calls = m.get("tool_calls")
-        # Unit separators keep fields apart; JSON only for the (rare) structured part.
-        h.update(f"{m.get('role')}\x1f{m.get('content')}\x1f{m.get('tool_call_id')}\x1f"
-                 f"{m.get('name') or m.get('tool_name')}\x1f".encode("utf-8", "surrogatepass"))
-        if calls:
-            h.update(json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str)
-                     .encode("utf-8", "surrogatepass"))
-        h.update(b"\x1e")
-    return h.hexdigest()
+    return _digest_update(hashlib.sha256(), messages).hexdigest()
 
 
 def normalize_message(obj: Any) -> dict[str, Any]:
@@ -552,71 +546,127 @@ def import_sessions(
     report: ImportReport,
     *,
     progress: Callable[[int], None] | None = None,
+    batch_messages: int = BATCH_MESSAGES,
 ) -> ImportReport:
     """Write sessions into ``store`` idempotently (see the module docstring), about
-    :data:`BATCH_MESSAGES` messages per :meth:`~hermes.SessionStore.batch`."""
-    iterator = iter(sessions)
+    ``batch_messages`` messages per :meth:`~hermes.SessionStore.batch` — a single huge
+    session too is written in several batches, so other writers get the database
+    between them. The import bookkeeping is updated in each batch, so an import killed
+    part way resumes where it stopped when run again."""
+    batch_messages = max(1, int(batch_messages))
+    steps = _write_steps(store, sessions, report, progress, min(batch_messages, STEP_MESSAGES))
     while True:
         pending = 0
+        started = time.monotonic()
         with store.batch():
-            for session in iterator:
-                try:
-                    _import_one(store, session, report)
-                except hermes.StoreError:
-                    raise
-                except Exception as exc:  # one bad session never aborts the rest
-                    report.sessions_skipped += 1
-                    report.problems.append(f"{session.origin}: session {session.id}: {exc}; skipped")
-                if progress is not None:
-                    progress(max(1, len(session.messages)))
-                pending += len(session.messages) + 1
-                if pending >= BATCH_MESSAGES:
+            for written in steps:
+                pending += written
+                if pending >= batch_messages or time.monotonic() - started >= BATCH_SECONDS:
                     break
             else:
                 return report
+        # Leave the database free for a moment: a writer waiting for the lock polls every
+        # few milliseconds and must get in before the next batch takes it again.
+        time.sleep(min(0.05, max(0.01, 0.1 * (time.monotonic() - started))))
 
 
-def _import_one(store: hermes.SessionStore, session: SourceSession, report: ImportReport) -> None:
+def _write_steps(store: hermes.SessionStore, sessions: Iterable[SourceSession], report: ImportReport,
+                 progress: Callable[[int], None] | None, chunk: int) -> Iterator[int]:
+    """Import each session, yielding the number of messages written after each step of
+    at most ``chunk`` messages (the caller commits between steps)."""
+    for session in sessions:
+        total = 0
+        try:
+            for written in _import_one(store, session, report, chunk):
+                total += written
+                if progress is not None:
+                    progress(written)
+                yield written
+        except hermes.StoreError:
+            raise
+        except Exception as exc:  # one bad session never aborts the rest
+            report.sessions_skipped += 1
+            report.problems.append(f"{session.origin}: session {session.id}: {exc}; skipped")
+        if progress is not None:  # skipped and unchanged messages count as done
+            progress(max(1, len(session.messages) - total))
+        yield 1  # the session row and bookkeeping
+
+
+def _digest_update(h: Any, messages: Iterable[dict[str, Any]]) -> Any:
+    for m in messages:
+        calls = m.get("tool_calls")
+        # Unit separators keep fields apart; JSON only for the (rare) structured part.
+        h.update(f"{m.get('role')}\x1f{m.get('content')}\x1f{m.get('tool_call_id')}\x1f"
+                 f"{m.get('name') or m.get('tool_name')}\x1f".encode("utf-8", "surrogatepass"))
+        if calls:
+            h.update(json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str)
+                     .encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
+    return h
+
+
+def _import_one(store: hermes.SessionStore, session: SourceSession, report: ImportReport,
+                chunk: int) -> Iterator[int]:
     key = f"import:{session.id}"
     messages = session.messages
     recorded = store.get_meta(key)
     existing = store.get_session(session.id)
+    info: dict[str, Any]
     if recorded is not None and existing is not None:
         info = json.loads(recorded)
         done = int(info.get("count", 0))
-        if len(messages) < done or digest(messages[:done]) != info.get("digest"):
+        h = _digest_update(hashlib.sha256(), messages[:done])
+        if len(messages) < done or h.hexdigest() != info.get("digest"):
             report.sessions_skipped += 1
             report.problems.append(
                 f"{session.origin}: session {session.id} changed since it was imported; skipped "
                 f"(`hermes sessions delete {session.id}` first to import it again)")
             return
-        if len(messages) == done:
+        if len(messages) == done and not info.get("partial"):
             report.sessions_unchanged += 1
             return
-        store.append_messages(session.id, messages[done:])
-        report.messages_added += len(messages) - done
-        report.sessions_updated += 1
-        store.set_meta(key, json.dumps({**info, "count": len(messages), "digest": digest(messages)}))
-        return
-    if existing is not None:
+        new = bool(info.get("partial"))  # a first import killed part way: finish it
+    elif existing is not None:
         report.sessions_skipped += 1
         report.problems.append(f"{session.origin}: session {session.id} already exists in this "
                                "store and was not imported; skipped")
         return
+    else:
+        meta = session.meta
+        started = _timestamp(meta.get("started_at"))
+        if started is None:
+            started = next((m["timestamp"] for m in messages if "timestamp" in m), None) or time.time()
+        store.create_session(
+            session.id, source=str(meta.get("source") or session.kind or "import"),
+            model=meta.get("model"), model_config=meta.get("model_config") if isinstance(meta.get("model_config"), dict) else None,
+            system_prompt=meta.get("system_prompt"), user_id=meta.get("user_id"),
+            parent_session_id=meta.get("parent_session_id"), cwd=meta.get("cwd"), started_at=started,
+        )
+        info = {"origin": session.origin, "kind": session.kind, "count": 0,
+                "digest": hashlib.sha256().hexdigest(), "imported_at": time.time(), "partial": True}
+        done, h, new = 0, hashlib.sha256(), True
+    # The messages, a chunk per step; the bookkeeping records each chunk with it, and
+    # stays "partial" until the session is finished (title, tokens, end).
+    while done < len(messages):
+        part = messages[done:done + chunk]
+        store.append_messages(session.id, part)
+        done += len(part)
+        report.messages_added += len(part)
+        info.update(count=done, digest=_digest_update(h, part).hexdigest())
+        store.set_meta(key, json.dumps(info))
+        yield len(part)
+    if new:
+        _finish(store, session)
+        info.pop("partial", None)
+        store.set_meta(key, json.dumps(info))
+        report.sessions_added += 1
+    else:
+        report.sessions_updated += 1
 
+
+def _finish(store: hermes.SessionStore, session: SourceSession) -> None:
+    """Title, token totals and end of a newly imported session (after its messages)."""
     meta = session.meta
-    started = _timestamp(meta.get("started_at"))
-    if started is None:
-        started = next((m["timestamp"] for m in messages if "timestamp" in m), None) or time.time()
-    store.create_session(
-        session.id, source=str(meta.get("source") or session.kind or "import"),
-        model=meta.get("model"), model_config=meta.get("model_config") if isinstance(meta.get("model_config"), dict) else None,
-        system_prompt=meta.get("system_prompt"), user_id=meta.get("user_id"),
-        parent_session_id=meta.get("parent_session_id"), cwd=meta.get("cwd"), started_at=started,
-    )
-    if messages:
-        store.append_messages(session.id, messages)
-    report.messages_added += len(messages)
     if meta.get("title"):
         try:
             store.set_title(session.id, str(meta["title"]))
@@ -628,10 +678,6 @@ def _import_one(store: hermes.SessionStore, session: SourceSession, report: Impo
     if meta.get("end_reason") or meta.get("ended_at"):
         store.end_session(session.id, str(meta.get("end_reason") or "imported"),
                           ended_at=_timestamp(meta.get("ended_at")))
-    store.set_meta(key, json.dumps({"origin": session.origin, "kind": session.kind,
-                                    "count": len(messages), "digest": digest(messages),
-                                    "imported_at": time.time()}))
-    report.sessions_added += 1
 
 
 # --------------------------------------------------------------------------------------
