@@ -187,7 +187,12 @@ def _check_random(name: str, value: str) -> bool:
     return _looks_random(value)
 
 
+def _check_pem_header(name: str, value: str) -> bool:
+    return "END" not in name  # "-----END RSA PRIVATE KEY-----" is not followed by the key
+
+
 _CHECKS: dict[str, Callable[[str, str], bool]] = {
+    "pem_header": _check_pem_header,
     "assignment": _check_assignment,
     "prose": _check_prose,
     "random": _check_random,
@@ -205,9 +210,16 @@ _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before
 #: The table. Order matters only where rules overlap: specific formats come first, so
 #: the generic rules see ``[REDACTED]`` (a placeholder) where a vendor rule already hit.
 SECRET_RULES: tuple[SecretRule, ...] = (
-    SecretRule("private-key", "PEM private key block (RSA, EC, DSA, OpenSSH, PGP, PKCS#8)",
-               r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?P<secret>[\s\S]*?"
-               r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|$(?![\s\S])))",
+    SecretRule("private-key", "PEM private key block (RSA, EC, DSA, OpenSSH, PGP, PKCS#8); the body "
+               "lines are redacted even when the END line or part of the BEGIN line was cut off",
+               r"(?P<name>[-A-Z0-9 ]{0,40})PRIVATE KEY(?: BLOCK)?-{1,5}(?P<secret>(?:[ \t]*\r?\n[ \t]*"
+               r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n]*)?)+?)(?=\s*-----END|[ \t]*\r?\n?\Z)"
+               r"|(?P<name_x>[-A-Z0-9 ]{0,40})PRIVATE KEY(?: BLOCK)?-{1,5}(?P<secret_x>(?:[ \t]*\r?\n[ \t]*"
+               r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n]*))+)(?=[ \t]*\r?\n)",
+               ("private key",), check="pem_header"),
+    SecretRule("private-key-tail", "the end of a PEM private key whose BEGIN line was cut off "
+               "(a window cut from a long text): the base64 lines before its END line",
+               r"(?:\A|\n)(?P<secret>(?:[A-Za-z0-9+/=]{8,}\r?\n)+)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
                ("private key",)),
     SecretRule("anthropic", "Anthropic API key (sk-ant-…)",
                _B + r"sk-ant-(?P<secret>[A-Za-z0-9_\-]{16,})", ("sk-ant-",)),
@@ -335,7 +347,8 @@ def _rule_spans(rule: SecretRule, text: str) -> list[tuple[int, int]]:
         value = match.group(group)
         if REDACTED in value:
             continue
-        if check is not None and not check(match.groupdict().get("name") or "", value):
+        name = match.groupdict().get("name") or match.groupdict().get("name_x") or ""
+        if check is not None and not check(name, value):
             continue
         start, end = match.span(group)
         if spans and start < spans[-1][1]:

@@ -114,3 +114,18 @@ def test_arbitrary_text_never_raises_and_redaction_only_shrinks_secrets(text: st
     out = hermes.redact_secrets(text)
     assert isinstance(out, str)
     assert hermes.redact_secrets(out) == out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_a_private_key_cut_anywhere_leaks_no_key_line(data) -> None:
+    # Summarisers redact a head window and a tail window of a long body; the head may
+    # end inside a PEM block (no END line), the tail may start inside it (no BEGIN).
+    fmt = next(f for f in FORMATS if f.id == "private-key-rsa")
+    text = "notes before\n" + fmt.text + "\nnotes after"
+    cut = data.draw(st.integers(1, len(text) - 1))
+    window = text[:cut] if data.draw(st.booleans()) else text[cut:]
+    out = hermes.redact_secrets(window)
+    for line in fmt.secret.splitlines():
+        for i in range(0, len(line) - 20):
+            assert line[i:i + 21] not in out
