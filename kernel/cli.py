@@ -469,6 +469,24 @@ def plugins_select(state: CLIState, kind: str, name: str) -> None:
     click.echo(f"Selected {kind} {name!r} (from plugin {entry.plugin}); wrote {key} in {path}.")
 
 
+@plugins.command("new")
+@click.argument("name")
+@click.option("--dir", "parent", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Where to create the hermes-NAME directory.")
+def plugins_new(name: str, parent: str) -> None:
+    """Create a plugin distribution to start from: hermes-NAME/ with a pyproject (the
+    entry point), a memory provider (one hook), tests (pytest fixtures and the
+    conformance suite) and a README. It installs and passes its tests as generated."""
+    from .scaffold import plugin_names, scaffold
+
+    try:
+        plugin_names(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from None
+    root = scaffold(name, parent)
+    click.echo(f"Created {root}. Next: hermes plugins install -e {root}  (then `pytest {root}`)")
+
+
 # --------------------------------------------------------------------------------------
 # hermes config, hermes doctor
 # --------------------------------------------------------------------------------------
