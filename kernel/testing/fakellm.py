@@ -16,6 +16,11 @@ Endpoints: OpenAI ``POST /v1/chat/completions`` (plain and SSE streaming, tool c
 Anthropic ``POST /v1/messages`` (plain and SSE streaming, ``tool_use`` blocks) and
 ``POST /v1/messages/count_tokens``, plus ``GET /v1/models``.
 
+``Reply(fault=...)`` serves broken answers the way flaky proxies and wrong base URLs do:
+a stream cut half way (``"cut"``: ends cleanly without a finish event; ``"drop"``: the
+connection closes mid-body), or an HTTP 200 whose body is the non-streaming JSON
+(``"plain"``), half a JSON body (``"truncated"``) or a web page (``"html"``).
+
 Replies come from, in order: the queue (:meth:`FakeLLMServer.queue`), the
 :attr:`FakeLLMServer.handler` function, else a deterministic ``"echo: <last user text>"``.
 
@@ -34,6 +39,7 @@ results, empty text blocks, more than four ``cache_control`` blocks give the pro
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -85,6 +91,13 @@ class Reply:
     delay: float = 0.0
     #: seconds between streamed text pieces (a slow stream, to interrupt mid-answer)
     chunk_delay: float = 0.0
+    #: A broken answer, as a flaky proxy or a wrong ``base_url`` produces: ``"cut"`` (the
+    #: stream stops half way through the text and ends cleanly, with no finish reason or
+    #: end event), ``"drop"`` (half way through, the connection closes mid-body),
+    #: ``"plain"`` (HTTP 200 with the non-streaming JSON body to a streaming request),
+    #: ``"truncated"`` (HTTP 200 with half of a JSON body), ``"html"`` (HTTP 200 with a
+    #: web page).
+    fault: str | None = None
     usage: dict[str, Any] | None = None
     stop_reason: str | None = None
 
@@ -486,12 +499,47 @@ class FakeLLMServer:
             self._stopping.wait(wait)
             h.close_connection = True
             return
+        if reply.fault in ("plain", "truncated", "html") and api != "embeddings":
+            self._broken_body(h, request, reply)
+            return
         if api == "embeddings":
             self._embeddings(h, request, reply)
         elif api == "openai":
             self._openai(h, request, reply)
         else:
             self._anthropic(h, request, reply)
+
+    def _broken_body(self, h: _Handler, request: Request, reply: Reply) -> None:
+        """An HTTP 200 whose body is not what the client asked for."""
+        if reply.fault == "plain":  # the complete non-streaming answer
+            plain = Request(api=request.api, path=request.path, body=dict(request.body, stream=False),
+                            headers=request.headers, time=request.time)
+            (self._openai if request.api == "openai" else self._anthropic)(h, plain, dataclasses.replace(reply, fault=None))
+            return
+        if reply.fault == "html":
+            data, kind = (b"<!DOCTYPE html><html><head><title>Welcome</title></head>"
+                          b"<body><h1>It works!</h1></body></html>"), "text/html; charset=utf-8"
+        else:
+            full = json.dumps({"id": "x", "object": "chat.completion", "type": "message",
+                               "content": [{"type": "text", "text": reply.text or "cut"}],
+                               "choices": []}).encode()
+            data, kind = full[: len(full) // 2], "application/json"
+        h.send_response(200)
+        h.send_header("content-type", kind)
+        h.send_header("content-length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+        h.wfile.flush()
+
+    def _cut_short(self, h: _Handler, reply: Reply, index: int, total: int) -> bool:
+        """For a ``cut``/``drop`` fault, end the stream half way: ``True`` when it did."""
+        if reply.fault not in ("cut", "drop") or index < max(1, total // 2):
+            return False
+        if reply.fault == "cut":
+            h._end_sse()
+        else:
+            h.close_connection = True  # no terminating chunk: the body breaks off
+        return True
 
     def _next_reply(self, request: Request) -> Reply:
         want = "embeddings" if request.api == "embeddings" else None
@@ -646,7 +694,10 @@ class FakeLLMServer:
 
         h._start_sse()
         h._sse(chunk({"role": "assistant", "content": ""}))
-        for piece in _pieces(reply.text):
+        pieces = list(_pieces(reply.text))
+        for i, piece in enumerate(pieces):
+            if self._cut_short(h, reply, i, len(pieces)):
+                return
             if reply.chunk_delay and self._stopping.wait(reply.chunk_delay):
                 break
             h._sse(chunk({"content": piece}))
@@ -841,7 +892,10 @@ class FakeLLMServer:
         for index, block in enumerate(content):
             if block["type"] == "text":
                 event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
-                for piece in _pieces(block["text"]):
+                pieces = list(_pieces(block["text"]))
+                for i, piece in enumerate(pieces):
+                    if self._cut_short(h, reply, i, len(pieces)):
+                        return
                     if reply.chunk_delay and self._stopping.wait(reply.chunk_delay):
                         break
                     event("content_block_delta", {"index": index,

@@ -18,7 +18,7 @@ from typing import Any
 import hermes
 
 from .caching import apply_cache_control, is_claude_model
-from .common import BaseClient, function_schema, parse_arguments, sdk_kwargs
+from .common import BaseClient, describe_body, function_schema, parse_arguments, sdk_kwargs
 
 #: ``max_tokens`` is mandatory on the Messages API; used when neither the request nor
 #: ``model.max_tokens`` sets it.
@@ -236,7 +236,12 @@ class AnthropicClient(BaseClient):
         sdk = self.sdk()
         timeout = self.call_timeout(request)
         kwargs = sdk_kwargs(sdk.messages.create, params)
-        message = self.with_retries(lambda: sdk.messages.create(**kwargs, timeout=timeout))
+        try:
+            message = self.with_retries(lambda: sdk.messages.create(**kwargs, timeout=timeout))
+        except ValueError as exc:  # a cut-off or malformed JSON body
+            raise self.not_an_api_response(f"invalid JSON: {exc}") from exc
+        if not hasattr(message, "content"):  # the SDK hands back a non-JSON body as text
+            raise self.not_an_api_response(describe_body(message))
         return to_response(message)
 
     def stream(self, request: hermes.LLMRequest) -> Iterator[hermes.StreamEvent]:
@@ -249,11 +254,25 @@ class AnthropicClient(BaseClient):
 
         def start() -> Iterator[hermes.StreamEvent]:
             with sdk.messages.stream(**kwargs, timeout=timeout) as stream:
-                for text in stream.text_stream:
-                    if text:
-                        yield hermes.StreamEvent("text", text=text)
-                message = stream.get_final_message()
-            yield hermes.StreamEvent("done", response=to_response(message))
+                try:
+                    for text in stream.text_stream:
+                        if text:
+                            yield hermes.StreamEvent("text", text=text)
+                    message = stream.get_final_message()
+                except (AssertionError, ValueError) as exc:
+                    # The SDK asserts that events arrive in order (message_start first,
+                    # a final message at the end): a JSON body, a web page or a stream
+                    # with no events at all ends here.
+                    kind = stream.response.headers.get("content-type", "none")
+                    raise self.not_an_api_response(
+                        f"not a complete event stream, content-type {kind}"
+                        + (f": {exc}" if str(exc) else "")) from exc
+            response = to_response(message)
+            if getattr(message, "stop_reason", None) is None:
+                # No message_delta/message_stop: the stream was cut off. Keep the text,
+                # marked incomplete; never a half-received tool call.
+                response.finish_reason, response.tool_calls = "incomplete", []
+            yield hermes.StreamEvent("done", response=response)
 
         yield from self.stream_with_retries(start)
 

@@ -222,6 +222,12 @@ class BaseClient(hermes.LLMClient):
             return hermes.LLMUnavailableError(
                 f"{self.name}: cannot reach {where} ({exc}). Check model.base_url and the "
                 "network.", provider=self.name)
+        if _is_broken_transfer(exc):
+            # Raised by the HTTP layer while a (streamed) body is read: the SDKs do not
+            # wrap it. Retryable before any text was shown.
+            return hermes.LLMUnavailableError(
+                f"{self.name}: the connection to {where} broke off before the answer was "
+                f"complete ({exc}).", provider=self.name)
         if not isinstance(exc, sdk.APIStatusError):
             return None
         status = int(getattr(exc, "status_code", 0) or 0)
@@ -295,6 +301,17 @@ class BaseClient(hermes.LLMClient):
                 time.sleep(delay)
                 attempt += 1
 
+    def not_an_api_response(self, detail: str) -> hermes.LLMError:
+        """The one-line error for an HTTP 200 whose body is not this API's answer (a web
+        page, a cut-off JSON body, a plain body to a streaming request): usually a
+        ``base_url`` that points at a website or a proxy instead of the API."""
+        where = self.base_url or "the default endpoint"
+        return hermes.LLMError(
+            f"{self.name}: {where} answered with something that is not a valid {self.name} "
+            f"API response ({detail}). Check model.base_url: it must be the API's address "
+            "(for OpenAI-compatible servers it usually ends in /v1), not a web page or a proxy.",
+            provider=self.name)
+
     # -- LLMClient -------------------------------------------------------------------
 
     def context_length(self, model: str) -> int | None:
@@ -304,6 +321,20 @@ class BaseClient(hermes.LLMClient):
     def call_timeout(self, request: hermes.LLMRequest) -> float:
         """Seconds for one attempt: the request's own timeout, else ``model.timeout``."""
         return float(request.timeout or self.timeout)
+
+
+def _is_broken_transfer(exc: BaseException) -> bool:
+    """Whether ``exc`` is an HTTP-layer transport error (a body that broke off mid-way).
+    Matched by name: the SDKs ship with ``httpx`` or a renamed copy of it (``httpx2``)."""
+    return any(cls.__name__ == "TransportError" and cls.__module__.startswith("httpx")
+               for cls in type(exc).__mro__)
+
+
+def describe_body(raw: object) -> str:
+    """A short description of an unexpected response body, for error messages."""
+    text = raw if isinstance(raw, str) else repr(raw)
+    text = " ".join(text.split())
+    return f"body starts {text[:60]!r}" if text else "empty body"
 
 
 def sdk_kwargs(method: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:

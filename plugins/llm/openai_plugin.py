@@ -18,7 +18,7 @@ from typing import Any
 import hermes
 
 from .caching import apply_cache_control, is_claude_model
-from .common import BaseClient, function_schema, sdk_kwargs
+from .common import BaseClient, describe_body, function_schema, sdk_kwargs
 
 #: Key sent to a custom ``base_url`` when none is configured: local servers (Ollama,
 #: vLLM, llama.cpp) ignore it, and a remote one answers 401, which explains itself.
@@ -162,7 +162,12 @@ class OpenAIClient(BaseClient):
         sdk = self.sdk()
         timeout = self.call_timeout(request)
         kwargs = sdk_kwargs(sdk.chat.completions.create, params)
-        completion = self.with_retries(lambda: sdk.chat.completions.create(**kwargs, timeout=timeout))
+        try:
+            completion = self.with_retries(lambda: sdk.chat.completions.create(**kwargs, timeout=timeout))
+        except ValueError as exc:  # a cut-off or malformed JSON body
+            raise self.not_an_api_response(f"invalid JSON: {exc}") from exc
+        if not hasattr(completion, "choices"):  # the SDK hands back a non-JSON body as text
+            raise self.not_an_api_response(describe_body(completion))
         return to_response(completion)
 
     def stream(self, request: hermes.LLMRequest) -> Iterator[hermes.StreamEvent]:
@@ -180,8 +185,10 @@ class OpenAIClient(BaseClient):
             finish, usage, model = None, None, ""
             stream = sdk.chat.completions.create(
                 **kwargs, stream=True, stream_options={"include_usage": True}, timeout=timeout)
+            chunks = 0
             with stream:
-                for chunk in stream:
+                for chunk in _checked(stream, self):
+                    chunks += 1
                     model = chunk.model or model
                     if chunk.usage is not None:
                         usage = chunk.usage
@@ -201,16 +208,31 @@ class OpenAIClient(BaseClient):
                         if delta.content:
                             text.append(delta.content)
                             yield hermes.StreamEvent("text", text=delta.content)
+            if not chunks:  # a JSON body or a web page parses as an empty event stream
+                kind = stream.response.headers.get("content-type", "none")
+                raise self.not_an_api_response(f"no stream events, content-type {kind}")
             tool_calls = [{"id": c["id"], "type": "function",
                            "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
                           for _, c in sorted(calls.items())]
+            if finish is None:
+                # The stream ended without a finish reason: the answer was cut off. Its
+                # text is kept, marked incomplete; a half-received tool call is dropped.
+                tool_calls, finish = [], "incomplete"
             response = hermes.LLMResponse(
                 content="".join(text), tool_calls=tool_calls,
-                finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
+                finish_reason=finish,
                 usage=usage_of(usage), model=model, reasoning="".join(reasoning) or None)
             yield hermes.StreamEvent("done", response=response)
 
         yield from self.stream_with_retries(start)
+
+
+def _checked(stream: Any, client: OpenAIClient) -> Iterator[Any]:
+    """The stream's chunks; a malformed event becomes the one-line bad-response error."""
+    try:
+        yield from stream
+    except ValueError as exc:
+        raise client.not_an_api_response(f"malformed stream event: {exc}") from exc
 
 
 @hermes.hookimpl
