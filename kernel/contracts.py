@@ -514,7 +514,10 @@ class MemoryProvider(ABC):
     * keyword arguments a method's signature does not accept are not passed, so a
       provider written against an older contract keeps working;
     * a provider's tool may not use the name of a core tool (``memory``,
-      ``session_search``, any registered :class:`Tool`); such a tool is ignored.
+      ``session_search``, any registered :class:`Tool`); such a tool is ignored. Declare
+      the provider's tool names when registering it (``register(name, factory,
+      tools=("mine_search",))``) and the kernel refuses, at start, another plugin's tool
+      of the same name (a conflict naming both; the plugin loaded later fails).
 
     :class:`hermes.testing.conformance.MemoryProviderConformance` checks a provider
     against this contract.

@@ -7,13 +7,19 @@ There are two kinds of hook and no others:
   (classes or callables), never live instances, so that listing what is installed builds
   nothing heavy. Errors in a registration hook are load failures of the plugin that
   raised them: the plugin is unregistered, the failure is recorded and the kernel goes on
-  (unless ``HERMES_STRICT_PLUGINS=1``). They run in registration order — default plugins
-  first, then plugins registered by code, entry-point and local plugins; ``tryfirst`` /
-  ``trylast`` move an implementation — so the first plugin to register a name keeps it.
+  (unless ``HERMES_STRICT_PLUGINS=1``).
 * **Event hooks** (``hermes_session_start`` … ``hermes_session_end``) fan out to every
   plugin that implements them, for observers such as metrics, logging or audit. Their
   return values are ignored. An exception in one implementation is logged once and never
   breaks the turn; the other implementations still run.
+
+**One call order for every hook** (registration, ``hermes_register_commands``, events):
+load order — default plugins first, then plugins registered by code, entry-point and
+local plugins; within each of those groups ``tryfirst`` / ``trylast`` move an
+implementation to the front / back. So a default registers its names before any
+third-party plugin, and a newcomer claiming one is the plugin in conflict
+(:meth:`hermes.manager.HermesPluginManager.ordered_impls`). Plugin code runs guarded: what
+it prints to stdout is reported on stderr, ``sys.exit()`` is a failure of the plugin.
 
 All hooks are synchronous and take keyword arguments only (a pluggy rule: an
 implementation may accept any subset of the arguments, by name). Per-turn work that must

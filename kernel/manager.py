@@ -10,14 +10,17 @@ in one line on stderr, and the kernel goes on — unless strict mode asks for th
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import io
 import logging
 import os
 import re
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -153,6 +156,67 @@ def truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+#: Load order rank of each source: default plugins first, then plugins registered by
+#: code, entry-point and local plugins (see :meth:`HermesPluginManager.ordered_impls`).
+SOURCE_RANK = {SOURCE_DEFAULT: 0, SOURCE_REGISTERED: 1, SOURCE_ENTRYPOINT: 2, SOURCE_LOCAL: 3}
+
+
+class _StdoutRouter(io.TextIOBase):
+    """Stands in for ``sys.stdout`` while plugin code runs: writes from a thread that is
+    running plugin code go to that thread's buffer, every other write (the host's own
+    output, other threads) to the real stream. Installed and removed by
+    :func:`_capture_stdout`; it lives only on ``sys.stdout``, never in a module global."""
+
+    def __init__(self, stream: Any):
+        super().__init__()
+        self.stream = stream
+        self.buffers: dict[int, list[io.StringIO]] = {}
+
+    def write(self, text: str) -> int:
+        stack = self.buffers.get(threading.get_ident())
+        return (stack[-1] if stack else self.stream).write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return bool(self.stream.isatty())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.stream, "encoding", "utf-8"))
+
+    def fileno(self) -> int:
+        return int(self.stream.fileno())
+
+
+@contextlib.contextmanager
+def _capture_stdout() -> Iterator[io.StringIO]:
+    """Collect what the current thread prints to ``sys.stdout`` (``print``,
+    ``click.echo``) into the yielded buffer; other threads print as usual."""
+    router = sys.stdout if isinstance(sys.stdout, _StdoutRouter) else _StdoutRouter(sys.stdout)
+    sys.stdout = router
+    buffer = io.StringIO()
+    stack = router.buffers.setdefault(threading.get_ident(), [])
+    stack.append(buffer)
+    try:
+        yield buffer
+    finally:
+        stack.remove(buffer)
+        if not stack:
+            router.buffers.pop(threading.get_ident(), None)
+        if not router.buffers and sys.stdout is router:
+            sys.stdout = router.stream
+
+
+class PluginExit(PluginError):
+    """A plugin called ``sys.exit()`` (raised ``SystemExit``) in its own code; the host
+    treats it as the plugin's failure, never as the end of the process."""
+
+
 class HermesPluginManager(pluggy.PluginManager):
     """A pluggy manager with Hermes' loading rules. One per kernel.
 
@@ -220,6 +284,32 @@ class HermesPluginManager(pluggy.PluginManager):
             f"the plugin name {name!r} is already taken by a {where} plugin. "
             f"Uninstall or rename one of them."), "load")
         return record
+
+    @contextlib.contextmanager
+    def guard(self, name: str, stage: str) -> Iterator[None]:
+        """Run plugin ``name``'s code (an import, a hook): what it prints to stdout is
+        kept off the host's stdout (which may be ``--json`` output) and reported on stderr
+        in one line; ``sys.exit()`` becomes :class:`PluginExit`, a failure of the plugin,
+        never the end of the process."""
+        with _capture_stdout() as buffer:
+            try:
+                yield
+            except SystemExit as exc:
+                raise PluginExit(f"called sys.exit({exc.code!r}) while {stage}; a plugin must "
+                                 f"raise an exception instead") from None
+            finally:
+                printed = buffer.getvalue()
+                if printed.strip():
+                    print(f"hermes: plugin {name} printed to stdout while {stage} (kept off "
+                          f"Hermes' output): {_short_text(one_line(printed))}", file=sys.stderr)
+
+    def load_rank(self, plugin_name: str) -> tuple[int, int]:
+        """Where ``plugin_name`` stands in load order: ``(source rank, position)``.
+        Unknown names sort last."""
+        for position, (name, record) in enumerate(self.records.items()):
+            if name == plugin_name:
+                return SOURCE_RANK.get(record.source, len(SOURCE_RANK)), position
+        return len(SOURCE_RANK), len(self.records)
 
     # -- registration ---------------------------------------------------------------
 
@@ -298,7 +388,8 @@ class HermesPluginManager(pluggy.PluginManager):
                 self.add_plugin(None, name, source=SOURCE_DEFAULT, module=module_path)
                 continue
             try:
-                module = importlib.import_module(module_path)
+                with self.guard(name, "loading"):
+                    module = importlib.import_module(module_path)
             except Exception as exc:
                 record = self._new_record(name, SOURCE_DEFAULT, module=module_path)
                 self.record_failure(record, exc, "load")
@@ -317,7 +408,8 @@ class HermesPluginManager(pluggy.PluginManager):
                 self.add_plugin(None, ep.name, source=SOURCE_ENTRYPOINT, **meta)
                 continue
             try:
-                plugin = ep.load()
+                with self.guard(ep.name, "loading"):
+                    plugin = ep.load()
             except Exception as exc:
                 self.record_failure(self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta), exc, "load")
                 continue
@@ -338,7 +430,8 @@ class HermesPluginManager(pluggy.PluginManager):
                 self.add_plugin(None, name, source=SOURCE_LOCAL, **meta)
                 continue
             try:
-                module = _import_file(path, f"hermes_local_plugins.{name}")
+                with self.guard(name, "loading"):
+                    module = _import_file(path, f"hermes_local_plugins.{name}")
             except Exception as exc:
                 self.record_failure(self._new_record(name, SOURCE_LOCAL, **meta), exc, "load")
                 continue
@@ -349,17 +442,19 @@ class HermesPluginManager(pluggy.PluginManager):
     # -- calling --------------------------------------------------------------------
 
     def ordered_impls(self, hook_name: str) -> list[Any]:
-        """The implementations of ``hook_name`` in *registration* order (defaults first,
-        then code-registered, entry-point and local plugins), ``tryfirst`` ones first and
-        ``trylast`` ones last. Registration hooks run in this order, so the plugin that
-        registered a name first keeps it."""
-        order = {name: i for i, (name, _) in enumerate(self.list_name_plugin())}
+        """The implementations of ``hook_name`` in the one call order of every hook the
+        kernel calls (registration, command and event hooks): default plugins first, then
+        plugins registered by code, entry-point and local plugins; within each source
+        ``tryfirst`` ones first, ``trylast`` ones last, else in load order. So a default
+        always registers its names before any third-party plugin, and a newcomer that
+        claims one of them is the one in conflict, whatever ``tryfirst`` says."""
         caller = getattr(self.hook, hook_name)
-        return sorted(
-            caller.get_hookimpls(),
-            key=lambda impl: (0 if impl.tryfirst else 2 if impl.trylast else 1,
-                              order.get(impl.plugin_name, len(order))),
-        )
+
+        def key(impl: Any) -> tuple[int, int, int]:
+            source, position = self.load_rank(impl.plugin_name)
+            return source, 0 if impl.tryfirst else 2 if impl.trylast else 1, position
+
+        return sorted(caller.get_hookimpls(), key=key)
 
     def add_monitor(self, monitor: Monitor) -> Callable[[], None]:
         """Call ``monitor(hook_name, plugin_names, kwargs)`` before every hook call the
@@ -373,39 +468,54 @@ class HermesPluginManager(pluggy.PluginManager):
             monitor(hook_name, [impl.plugin_name for impl in impls], kwargs)
 
     def emit(self, hook_name: str, **kwargs: Any) -> None:
-        """Fan an event out to every implementation (last registered first, like a pluggy
-        call), isolating each one: an exception is logged once per (plugin, hook) and
-        kept in :attr:`hook_errors`; the other implementations still run."""
-        impls = list(reversed(getattr(self.hook, hook_name).get_hookimpls()))
+        """Fan an event out to every implementation, in :meth:`ordered_impls` order,
+        isolating each one: a failure (``sys.exit()`` included) is reported in one line
+        the first time per (plugin, hook), with the traceback only under tracing
+        (``--trace``), and kept in :attr:`hook_errors`; the other implementations run."""
+        impls = self.ordered_impls(hook_name)
         self.notify(hook_name, impls, kwargs)
         for impl in impls:
             try:
-                impl.function(**{k: kwargs.get(k) for k in impl.argnames})
+                with self.guard(impl.plugin_name, f"handling {hook_name}"):
+                    impl.function(**{k: kwargs.get(k) for k in impl.argnames})
             except Exception as exc:
-                key = (impl.plugin_name, hook_name)
-                if key not in self.hook_errors:
-                    log.warning("plugin %s raised in %s: %s", impl.plugin_name, hook_name, exc,
-                                exc_info=exc)
-                self.hook_errors[key] = one_line(f"{type(exc).__name__}: {exc}")
-                if self.switches.trace:
-                    print(f"hermes trace: {hook_name} in {impl.plugin_name} raised "
-                          f"{type(exc).__name__}: {exc}", file=sys.stderr)
+                self._hook_failed(impl.plugin_name, hook_name, exc)
 
-    def enable_tracing(self) -> None:
+    def _hook_failed(self, plugin_name: str, hook_name: str, exc: BaseException) -> None:
+        key = (plugin_name, hook_name)
+        error = one_line(f"{type(exc).__name__}: {exc}")
+        if key not in self.hook_errors:
+            log.warning("plugin %s raised in %s: %s (reported once; run with --trace for "
+                        "the traceback)", plugin_name, hook_name, error)
+        self.hook_errors[key] = error
+        if self.switches.trace:
+            import traceback
+
+            print(f"hermes trace: {hook_name} in {plugin_name} raised {error}\n"
+                  + "".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr)
+
+    def enable_tracing(self) -> Callable[[], None]:
         """Print every hook call to stderr: the hook, its arguments and the plugins that
-        implement it (``HERMES_TRACE_PLUGINS=1`` / ``--trace``)."""
+        implement it (``HERMES_TRACE_PLUGINS=1`` / ``--trace``). Returns the function that
+        turns it off again, as :meth:`pluggy.PluginManager.enable_tracing` does."""
 
         def trace(hook_name: str, plugins: list[str], kwargs: dict[str, Any]) -> None:
             args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
             print(f"hermes trace: {hook_name}({args}) -> [{', '.join(plugins)}]", file=sys.stderr)
 
-        self.add_monitor(trace)
+        remove_monitor = self.add_monitor(trace)
 
         # Direct `pm.hook.<name>(...)` calls (by embedding code) are traced by pluggy.
         def before(hook_name: str, impls: list, kwargs: dict) -> None:
             trace(hook_name, [i.plugin_name for i in impls], kwargs)
 
-        self.add_hookcall_monitoring(before, lambda *_: None)
+        undo_pluggy = self.add_hookcall_monitoring(before, lambda *_: None)
+
+        def undo() -> None:
+            remove_monitor()
+            undo_pluggy()
+
+        return undo
 
 
 @dataclass(frozen=True)
@@ -544,6 +654,10 @@ def _write_cache(cache: Path, key: str, found: list[EntryPoint]) -> None:
         atomic_write_text(cache, json.dumps({"key": key, "entry_points": rows}))
     except OSError as exc:  # a read-only home: discovery still works, only slower
         log.debug("cannot write the entry-point cache %s: %s", cache, exc)
+
+
+def _short_text(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _short(value: Any) -> str:

@@ -8,7 +8,7 @@ factory twice (a double install, a symlinked site-packages) is a no-op.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,9 @@ class Entry:
     factory: Any
     plugin: str
     description: str = ""
+    #: Names of the tools the component offers itself (a memory provider's tools),
+    #: declared at registration; no other plugin may register a tool of these names.
+    tools: tuple[str, ...] = ()
 
     def build(self, kernel: Any) -> Any:
         """Call the factory, passing the kernel when it accepts an argument."""
@@ -65,7 +68,8 @@ class Registry:
         self.kind = kind
         self._entries: dict[str, Entry] = {}
 
-    def add(self, name: str, factory: Any, plugin: str, description: str = "") -> Entry:
+    def add(self, name: str, factory: Any, plugin: str, description: str = "",
+            tools: Iterable[str] = ()) -> Entry:
         """Add an entry; :class:`ConflictError` when another plugin has ``name``."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r} from {plugin!r}")
@@ -80,7 +84,7 @@ class Registry:
         if not description:
             doc = inspect.getdoc(factory) or ""
             description = doc.strip().splitlines()[0] if doc.strip() else ""
-        entry = Entry(self.kind, name, factory, plugin, description)
+        entry = Entry(self.kind, name, factory, plugin, description, tuple(tools))
         self._entries[name] = entry
         return entry
 
@@ -160,9 +164,12 @@ def make_register(registry: Registry, plugin: str, *, tools: bool = False) -> Ca
             return registry.add(name, tool, plugin, str(schema.get("description", "")))
         return register_tool
 
-    def register(name: str, factory: Any, *, description: str = "") -> Entry:
+    def register(name: str, factory: Any, *, description: str = "", tools: Iterable[str] = ()) -> Entry:
         if not callable(factory):
             raise TypeError(f"register({name!r}, ...) expects a class or callable, got {factory!r} from {plugin!r}")
-        return registry.add(name, factory, plugin, description)
+        if isinstance(tools, str):
+            raise TypeError(f"register({name!r}, ..., tools=...) expects a tuple of tool names, "
+                            f"got the string {tools!r} from {plugin!r}")
+        return registry.add(name, factory, plugin, description, tools)
 
     return register

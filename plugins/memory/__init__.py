@@ -25,7 +25,7 @@ def builtin_provider(kernel: Any) -> Any:
 
 @hermes.hookimpl
 def hermes_register_memory_providers(register: Any) -> None:
-    register("builtin", builtin_provider,
+    register("builtin", builtin_provider, tools=("memory",),
              description="MEMORY.md and USER.md: curated notes frozen into the system prompt")
 
 
