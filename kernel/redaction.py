@@ -205,6 +205,7 @@ _VALUE = (r"(?:\\{0,3}\"(?P<secret_dq>(?:[^\"\\\n]|\\[^\"\\\n]){1,300})\\{0,3}\"
           r"|\\{0,3}'(?P<secret_sq>(?:[^'\\\n]|\\[^'\\\n]){1,300})\\{0,3}'"
           r"|(?P<secret_bare>[^\s\"'\\,;&<>(){}\[\]][^\s\"',;&(]{0,299}))")
 _Q = r"(?:\\{0,3}[\"'])?"  # an optional, possibly escaped, quote
+_NL = r"(?:\r?\n|(?:\\r)?\\n)"  # a line break, or an escaped one (text inside a JSON string)
 _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before - and _
 
 #: The table. Order matters only where rules overlap: specific formats come first, so
@@ -212,14 +213,15 @@ _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before
 SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule("private-key", "PEM private key block (RSA, EC, DSA, OpenSSH, PGP, PKCS#8); the body "
                "lines are redacted even when the END line or part of the BEGIN line was cut off",
-               r"(?P<name>[-A-Z0-9 ]{0,40})PRIVATE KEY(?: BLOCK)?-{1,5}(?P<secret>(?:[ \t]*\r?\n[ \t]*"
-               r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n]*)?)+?)(?=\s*-----END|[ \t]*\r?\n?\Z)"
-               r"|(?P<name_x>[-A-Z0-9 ]{0,40})PRIVATE KEY(?: BLOCK)?-{1,5}(?P<secret_x>(?:[ \t]*\r?\n[ \t]*"
-               r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n]*))+)(?=[ \t]*\r?\n)",
+               rf"(?P<name>[-A-Z0-9 ]{{0,40}})PRIVATE KEY(?: BLOCK)?-{{1,5}}(?P<secret>(?:[ \t]*{_NL}[ \t]*"
+               r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n\\]*)?)+?)"
+               rf"(?=\s*(?:{_NL})?-----END|[ \t]*(?:{_NL})?\Z)"
+               rf"|(?P<name_x>[-A-Z0-9 ]{{0,40}})PRIVATE KEY(?: BLOCK)?-{{1,5}}(?P<secret_x>(?:[ \t]*{_NL}[ \t]*"
+               rf"(?:[A-Za-z0-9+/=]{{1,100}}|[A-Za-z-]+:[^\n\\]*))+)(?=[ \t]*{_NL})",
                ("private key",), check="pem_header"),
     SecretRule("private-key-tail", "the end of a PEM private key whose BEGIN line was cut off "
                "(a window cut from a long text): the base64 lines before its END line",
-               r"(?:\A|\n)(?P<secret>(?:[A-Za-z0-9+/=]{8,}\r?\n)+)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
+               rf"(?<![A-Za-z0-9+/=])(?P<secret>(?:[A-Za-z0-9+/=]{{8,}}{_NL})+)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
                ("private key",)),
     SecretRule("anthropic", "Anthropic API key (sk-ant-…)",
                _B + r"sk-ant-(?P<secret>[A-Za-z0-9_\-]{16,})", ("sk-ant-",)),
