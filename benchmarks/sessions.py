@@ -411,15 +411,23 @@ def run_size(size: int, args: argparse.Namespace, workdir: Path) -> None:
     plain_path = workdir / f"plain-{size}.db"
     fts_path = workdir / f"fts-{size}.db"
 
-    chunks = list(corpus.messages(size))
-    built = build_store(store_path, chunks)
-    plain_s = build_baseline(plain_path, chunks, fts=False)
-    fts_s = build_baseline(fts_path, chunks, fts=True)
-    del chunks
-    n = built["messages"]
-    emit(size=n, metric="bulk_import_msgs_per_s", value=round(n / built["seconds"]),
-         baseline_plain_insert=round(n / plain_s), baseline_plain_fts5=round(n / fts_s),
-         target=20_000, note="store: the importer path (fingerprints, sessions, messages) in 5,000-message batches")
+    built_file = workdir / f"built-{size}.json"
+    if args.reuse and built_file.exists() and all(p.exists() for p in (store_path, plain_path, fts_path)):
+        # Databases of an earlier run (--keep): only the search figures are measured again.
+        built = json.loads(built_file.read_text())
+        n = built["messages"]
+        emit(size=n, metric="reused_databases", workdir=str(workdir))
+    else:
+        chunks = list(corpus.messages(size))
+        built = build_store(store_path, chunks)
+        plain_s = build_baseline(plain_path, chunks, fts=False)
+        fts_s = build_baseline(fts_path, chunks, fts=True)
+        del chunks
+        n = built["messages"]
+        built_file.write_text(json.dumps(built))
+        emit(size=n, metric="bulk_import_msgs_per_s", value=round(n / built["seconds"]),
+             baseline_plain_insert=round(n / plain_s), baseline_plain_fts5=round(n / fts_s),
+             target=20_000, note="store: the importer path (fingerprints, sessions, messages) in 5,000-message batches")
 
     sizes = sizes_on_disk(store_path)
     total = sum(sizes.values())
@@ -499,6 +507,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", help="where the databases go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse the databases a --keep run left in --workdir (search figures only)")
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="hermes-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -132,6 +132,10 @@ class Stage:
     combine: str = ""
     grams: list[str] = field(default_factory=list)
     context: bool = True
+    #: Two-character CJK terms every match must contain (a "like" stage): a store with
+    #: a trigram vocabulary can narrow the scan to the rows holding a trigram that
+    #: starts with one of them (see the schema's end-of-text sentinel).
+    pairs: list[str] = field(default_factory=list)
 
 
 def _like_sql(term: Term, table: str) -> tuple[str, list[str]]:
@@ -172,8 +176,9 @@ def _cjk_strict(groups: list[list[Term]], table: str) -> Stage:
             conditions.append(sql)
             params += p
     match = to_fts5([match_terms], prefix=False) if match_terms else None
+    pairs = [t.text for t in group if len(t.text) == 2 and not t.negated and all(has_cjk(c) for c in t.text)]
     return Stage("trigram" if match else "like", "trigram", match=match,
-                 where=" AND ".join(conditions), params=params)
+                 where=" AND ".join(conditions), params=params, pairs=pairs)
 
 
 

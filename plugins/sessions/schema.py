@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from .query import CJK_GLOB
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _tool_args(col: str) -> str:
@@ -141,6 +141,13 @@ def _day(ts: str) -> str:
 
 
 _WORD_COLS = "content, tool_name, tool_args, prev, day"
+
+
+def _sentinel(content: str) -> str:
+    """The CJK table's copy of a message's text ends with a newline, so every pair of
+    characters in it starts a trigram (a two-character term is then found through the
+    trigram vocabulary instead of a scan of every CJK message)."""
+    return f"(CASE WHEN {content} IS NULL THEN NULL ELSE {content} || char(10) END)"
 # A message's row in the words index is (its text, tool name, tool-call arguments, the
 # previous message's text, its date). ``prev`` and ``day`` are index-only: snippets come
 # from ``content`` alone. The row of the message AFTER a deleted or edited one changes
@@ -194,10 +201,14 @@ ON messages BEGIN
     {_REINDEX_SUCCESSOR}
 END;
 
+-- Term statistics of both indexes, read by the planner's probes (no data of their own).
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_vocab USING fts5vocab('messages_fts', 'row');
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram_vocab USING fts5vocab('messages_fts_trigram', 'row');
+
 CREATE TRIGGER IF NOT EXISTS messages_trigram_ai AFTER INSERT ON messages
 WHEN {_DEFERRED} AND {_NEW_CJK} BEGIN
     INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args, prev)
-        VALUES (new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')},
+        VALUES (new.id, {_sentinel('new.content')}, new.tool_name, {_tool_args('new.tool_calls')},
                 {_prev('new.session_id', 'new.id')});
 END;
 CREATE TRIGGER IF NOT EXISTS messages_trigram_ad AFTER DELETE ON messages BEGIN
@@ -207,7 +218,7 @@ CREATE TRIGGER IF NOT EXISTS messages_trigram_au AFTER UPDATE OF content, tool_n
 ON messages BEGIN
     DELETE FROM messages_fts_trigram WHERE rowid = old.id;
     INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args, prev)
-        SELECT new.id, new.content, new.tool_name, {_tool_args('new.tool_calls')},
+        SELECT new.id, {_sentinel('new.content')}, new.tool_name, {_tool_args('new.tool_calls')},
                {_prev('new.session_id', 'new.id')}
         WHERE {_NEW_CJK};
 END;
@@ -229,7 +240,7 @@ def index_range_sql(first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
          f"SELECT id, {_WORD_COLS} FROM messages_fts_source "
          "WHERE id BETWEEN ? AND ?", (first, last)),
         ("INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_args, prev) "
-         "SELECT s.id, s.content, s.tool_name, s.tool_args, s.prev FROM messages_fts_source s "
+         f"SELECT s.id, {_sentinel('s.content')}, s.tool_name, s.tool_args, s.prev FROM messages_fts_source s "
          f"JOIN messages m ON m.id = s.id WHERE s.id BETWEEN ? AND ? AND {src_cjk}",
          (first, last)),
     ]
@@ -295,23 +306,39 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
         conn.execute(sql, params)
 
 
-def _v2_to_v3(conn: sqlite3.Connection) -> None:
-    """v3 indexes each message with the previous message's text and its date (two
-    index-only columns), adds a 3-character prefix index and keeps the previous
-    message's text beside each CJK message: both indexes are built again from the
-    messages (nothing else changes)."""
-    if "prev" in _columns(conn, "messages_fts"):
-        return  # a v1 database migrated through _v1_to_v2 already has the v3 layout
+def _recreate_fts(conn: sqlite3.Connection) -> None:
+    """Drop both full-text indexes, their view and triggers, create the current layout
+    and index every message again."""
     for trigger in ("messages_fts_ai", "messages_fts_ad", "messages_fts_au", "messages_trigram_ai",
                     "messages_trigram_ad", "messages_trigram_au"):
         conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-    conn.execute("DROP TABLE IF EXISTS messages_fts")
-    conn.execute("DROP TABLE IF EXISTS messages_fts_trigram")
+    for table in ("messages_fts_vocab", "messages_fts_trigram_vocab", "messages_fts", "messages_fts_trigram"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute("DROP VIEW IF EXISTS messages_fts_source")
     for statement in _split(TABLES + FTS):
         conn.execute(statement)
     _configure_fts(conn)
     rebuild_index(conn)
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    """v3 indexes each message with the previous message's text and its date (two
+    index-only columns), adds a 3-character prefix index and keeps the previous
+    message's text beside each CJK message: both indexes are built again from the
+    messages (nothing else changes)."""
+    if "messages_fts_trigram_vocab" not in _tables(conn):  # else v1 → v2 built it already
+        _recreate_fts(conn)
+
+
+def _v3_to_v4(conn: sqlite3.Connection) -> None:
+    """v4 ends the CJK table's copy of each text with a newline (every character pair
+    then starts a trigram) and adds the vocabulary tables the planner probes."""
+    if "messages_fts_trigram_vocab" not in _tables(conn):
+        _recreate_fts(conn)
 
 
 #: Messages indexed per statement by :func:`rebuild_index` (progress granularity).
@@ -341,7 +368,7 @@ def rebuild_index(conn: sqlite3.Connection, *, progress: Callable[[int], None] |
     return total
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 def migrate(conn: sqlite3.Connection, version: int) -> int:
     """Run every migration from ``version`` up to :data:`SCHEMA_VERSION` (inside the

@@ -42,6 +42,8 @@ RANK_WINDOW = 2000
 #: COMMON_MIN of them) is dropped when a rarer term is left.
 COMMON_SHARE = 0.01
 COMMON_MIN = 2000
+#: A two-character CJK term that starts more trigrams than this is scanned for.
+MAX_PAIR_TRIGRAMS = 300
 #: Hops a lineage walk may take before it stops (cycle and corruption guard).
 MAX_HOPS = 1000
 _CONTEXT_CHARS = 200
@@ -1060,11 +1062,34 @@ class SQLiteSessionStore(hermes.SessionStore):
         return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives, context=stage.context),
                                    terms=rare)
 
+    def _narrow_pairs(self, conn: sqlite3.Connection, stage: Stage) -> Stage:
+        """A two-character CJK term is too short for the trigram index, but every place
+        it occurs starts a trigram (the CJK table's texts end with a newline): the
+        trigrams that start with it, read from the index's vocabulary, become an OR-ed
+        MATCH that narrows the LIKE scan to the rows holding one of them. The rarest
+        pair is used; a pair that starts more than MAX_PAIR_TRIGRAMS different trigrams
+        is common enough that the newest-first scan stops early on its own."""
+        best: list[str] | None = None
+        for pair in stage.pairs:
+            terms = [r[0] for r in conn.execute(
+                "SELECT term FROM messages_fts_trigram_vocab WHERE term >= ? AND term < ? LIMIT ?",
+                (pair, pair + "\U0010ffff", MAX_PAIR_TRIGRAMS + 1))]
+            if best is None or len(terms) < len(best):
+                best = terms
+        if best is None or len(best) > MAX_PAIR_TRIGRAMS:
+            return stage
+        if not best:
+            return dataclasses.replace(stage, match='""', ranked=False)  # matches nothing
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in best)
+        return dataclasses.replace(stage, match=match, ranked=False)
+
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
                    filter_params: list[Any], count: int, exclude: list[int],
                    seen: dict[str, int]) -> list[hermes.SearchHit]:
         table = "messages_fts" if stage.index == "words" else "messages_fts_trigram"
         stage = self._drop_common_terms(conn, stage, seen)
+        if stage.pairs and stage.match is None:
+            stage = self._narrow_pairs(conn, stage)
         where, params = [], []
         if stage.match is not None:
             where.append(f"{table} MATCH ?")

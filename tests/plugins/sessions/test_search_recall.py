@@ -193,3 +193,15 @@ def test_cli_search_shows_title_date_number_reply_and_groups_a_lineage(hermes_ho
     assert len(hits[0]["also_in"]) == 1 and {"id", "timestamp", "position", "session_id"} <= set(hits[0])
     numbered = CliRunner().invoke(cli, ["sessions", "search", "Porto", "--session", "part1"]).output
     assert "#2" in numbered and "↳ assistant: Pension Lumen" in numbered
+
+
+def test_two_character_cjk_terms_anywhere_in_the_text(store: SQLiteSessionStore) -> None:
+    sid = store.create_session()
+    start, middle, end, only = store.append_messages(sid, [
+        {"role": "user", "content": "记忆断裂的问题"}, {"role": "user", "content": "我们讨论了记忆断裂"},
+        {"role": "user", "content": "这是记忆"}, {"role": "user", "content": "记忆"}])
+    store.append_message(sid, "user", "完全无关的中文句子")
+    assert {h["id"] for h in store.search_messages("记忆", limit=50)} == {start, middle, end, only}
+    assert {h["id"] for h in store.search_messages("断裂", limit=50)} == {start, middle}
+    assert store.search_messages("猫狗", limit=50) == []
+    assert [h["mode"] for h in store.search_messages("断裂")] == ["like", "like"]
