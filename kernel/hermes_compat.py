@@ -35,6 +35,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -233,23 +234,20 @@ def load_hermes_style_plugins(pm: Any, directory: Path) -> None:
     for path in sorted(p for p in directory.iterdir() if p.is_dir()):
         if path.name.startswith(("_", ".")) or not (path / "__init__.py").is_file():
             continue
-        name = path.name
-        meta = {"path": str(path), "module": str(path)}
-        if name in pm.records or pm.switches.block_reason(name, SOURCE_LOCAL):
-            pm.add_plugin(None, name, source=SOURCE_LOCAL, **meta)
-            continue
-        version: str | None = None
-        try:
-            manifest = read_manifest(path)
-            version = str(manifest["version"]) if manifest.get("version") is not None else None
-            module = _import_package(path)
-            if _has_hookimpls(module):
-                plugin: Any = module
-            else:
-                plugin = HermesStyleProvider(name, _provider_factory(module, name),
-                                             _description(manifest, module))
-        except Exception as exc:
-            pm.record_failure(pm._new_record(name, SOURCE_LOCAL, version=version, **meta), exc, "load")
-            continue
-        pm.add_plugin(plugin, name, source=SOURCE_LOCAL, version=version, path=str(path),
-                      module=module.__name__)
+        meta: dict[str, Any] = {"path": str(path), "module": str(path)}
+        pm.load_guarded(path.name, SOURCE_LOCAL, partial(_load_package, path, meta), meta)
+
+
+def _load_package(path: Path, meta: dict[str, Any]) -> Any:
+    """Import the package at ``path``: the module itself when it has ``@hermes.hookimpl``
+    functions, else a :class:`HermesStyleProvider` for its memory provider. The
+    manifest's version and the module name go into ``meta`` for the plugin's record."""
+    manifest = read_manifest(path)
+    if manifest.get("version") is not None:
+        meta["version"] = str(manifest["version"])
+    module = _import_package(path)
+    meta["module"] = module.__name__
+    if _has_hookimpls(module):
+        return module
+    return HermesStyleProvider(path.name, _provider_factory(module, path.name),
+                               _description(manifest, module))

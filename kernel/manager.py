@@ -380,62 +380,51 @@ class HermesPluginManager(pluggy.PluginManager):
                 f"write a plain @hermes.hookimpl."
             )
 
+    def load_guarded(self, name: str, source: str, load: Callable[[], Any],
+                     meta: dict[str, Any]) -> PluginRecord:
+        """The one loader behind every source (defaults, entry points, local files and
+        Hermes-style directories): a blocked plugin, or one whose name is taken, is
+        recorded without running ``load``; otherwise ``load()`` (the import) runs guarded
+        and what it returns is registered. ``load`` may add facts it learns (a version
+        from a manifest) to ``meta``; a failure is recorded with them."""
+        if name in self.records or self.switches.block_reason(name, source):
+            return self.add_plugin(None, name, source=source, **meta)
+        try:
+            with self.guard(name, "loading"):
+                plugin = load()
+        except Exception as exc:
+            record = self._new_record(name, source, **meta)
+            self.record_failure(record, exc, "load")
+            return record
+        return self.add_plugin(plugin, name, source=source, **meta)
+
     def load_defaults(self, modules: Iterable[tuple[str, str]]) -> None:
         """Register the default plugins, given as ``(name, module path)`` pairs. A
         blocked default is not even imported."""
         for name, module_path in modules:
-            if self.switches.block_reason(name, SOURCE_DEFAULT) or name in self.records:
-                self.add_plugin(None, name, source=SOURCE_DEFAULT, module=module_path)
-                continue
-            try:
-                with self.guard(name, "loading"):
-                    module = importlib.import_module(module_path)
-            except Exception as exc:
-                record = self._new_record(name, SOURCE_DEFAULT, module=module_path)
-                self.record_failure(record, exc, "load")
-                continue
-            self.add_plugin(module, name, source=SOURCE_DEFAULT, module=module_path)
+            self.load_guarded(name, SOURCE_DEFAULT, lambda m=module_path: importlib.import_module(m),
+                              {"module": module_path})
 
     def load_entrypoints(self, group: str = ENTRY_POINT_GROUP, *, cache: Path | None = None) -> None:
         """Load every entry point of ``group``, guarded, blocking before import. The entry
         point's name is the plugin's name; ``cache`` is :func:`find_entry_points`' cache."""
         for ep in find_entry_points(group, cache=cache):
-            meta = {"dist": ep.dist, "version": ep.version, "module": ep.value}
-            if ep.name in self.records:
-                self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta)  # records the clash
-                continue
-            if self.switches.block_reason(ep.name, SOURCE_ENTRYPOINT):
-                self.add_plugin(None, ep.name, source=SOURCE_ENTRYPOINT, **meta)
-                continue
-            try:
-                with self.guard(ep.name, "loading"):
-                    plugin = ep.load()
-            except Exception as exc:
-                self.record_failure(self._new_record(ep.name, SOURCE_ENTRYPOINT, **meta), exc, "load")
-                continue
-            self.add_plugin(plugin, ep.name, source=SOURCE_ENTRYPOINT, **meta)
+            self.load_guarded(ep.name, SOURCE_ENTRYPOINT, ep.load,
+                              {"dist": ep.dist, "version": ep.version, "module": ep.value})
 
     def load_local(self, directory: Path) -> None:
         """Load ``*.py`` files in ``directory`` (``$HERMES_HOME/plugins``) as plugins
-        named after the file, with source ``local``. Files starting with ``_`` are
-        skipped."""
+        named after the file, and Hermes-style ``<name>/`` packages
+        (:mod:`hermes.hermes_compat`), with source ``local``. Names starting with ``_``
+        are skipped."""
         if not directory.is_dir():
             return
         for path in sorted(directory.glob("*.py")):
             if path.name.startswith("_"):
                 continue
-            name = path.stem
-            meta = {"path": str(path), "module": str(path)}
-            if name in self.records or self.switches.block_reason(name, SOURCE_LOCAL):
-                self.add_plugin(None, name, source=SOURCE_LOCAL, **meta)
-                continue
-            try:
-                with self.guard(name, "loading"):
-                    module = _import_file(path, f"hermes_local_plugins.{name}")
-            except Exception as exc:
-                self.record_failure(self._new_record(name, SOURCE_LOCAL, **meta), exc, "load")
-                continue
-            self.add_plugin(module, name, source=SOURCE_LOCAL, **meta)
+            self.load_guarded(path.stem, SOURCE_LOCAL,
+                              lambda p=path: _import_file(p, f"hermes_local_plugins.{p.stem}"),
+                              {"path": str(path), "module": str(path)})
         from .hermes_compat import load_hermes_style_plugins  # Hermes-style <name>/ dirs
         load_hermes_style_plugins(self, directory)
 
