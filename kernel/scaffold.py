@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from .errors import HermesError
+from .util import atomic_write_text
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
@@ -223,7 +224,8 @@ def scaffold(name: str, parent: str | Path = ".") -> Path:
         for rel, template in files.items():
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(template.format(**names), encoding="utf-8")
+            # Source files of a project: readable by others, as an editor would leave them.
+            atomic_write_text(path, template.format(**names), mode=0o644)
     except OSError as exc:
         raise HermesError(f"cannot write {root}: {exc.strerror or exc}. Choose a writable "
                           "directory (--dir).") from None
