@@ -215,9 +215,9 @@ SECRET_RULES: tuple[SecretRule, ...] = (
                "lines are redacted even when the END line or part of the BEGIN line was cut off",
                rf"(?P<name>[-A-Z0-9 ]{{0,40}})PRIVATE KEY(?: BLOCK)?-{{1,5}}(?P<secret>(?:[ \t]*{_NL}[ \t]*"
                r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n\\]*)?)+?)"
-               rf"(?=\s*(?:{_NL})?-----END|[ \t]*(?:{_NL})?\Z)"
+               rf"(?=\s*(?:{_NL})?-----END)"
                rf"|(?P<name_x>[-A-Z0-9 ]{{0,40}})PRIVATE KEY(?: BLOCK)?-{{1,5}}(?P<secret_x>(?:[ \t]*{_NL}[ \t]*"
-               rf"(?:[A-Za-z0-9+/=]{{1,100}}|[A-Za-z-]+:[^\n\\]*))+)(?=[ \t]*{_NL})",
+               rf"(?:[A-Za-z0-9+/=]{{1,200}}(?![A-Za-z0-9+/=])|[A-Za-z-]+:[^\n\\]*))+)",
                ("private key",), check="pem_header"),
     SecretRule("private-key-tail", "the end of a PEM private key whose BEGIN line was cut off "
                "(a window cut from a long text): the base64 lines before its END line",
