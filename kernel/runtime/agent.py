@@ -563,20 +563,29 @@ class Agent:
                 result.compacted |= self.compact(reason="threshold")
 
     def _record_response(self, result: TurnResult, response: LLMResponse) -> Message:
-        """Count the call's usage and store the assistant message."""
+        """Store the assistant message (first: what the model said matters most), then
+        count the call's usage."""
         result.api_calls += 1
         result.usage = result.usage + response.usage
         self.engine.update_from_response(response.usage.as_dict())
-        self.store.update_token_counts(
-            self.session_id, input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
-            cache_read_tokens=response.usage.cache_read_tokens,
-            cache_write_tokens=response.usage.cache_write_tokens,
-            reasoning_tokens=response.usage.reasoning_tokens, model=self.model,
-        )
         message = response.as_message()
         message["content"] = self._scrub(message.get("content") or "")
-        self._append(message, finish_reason=response.finish_reason)
+        try:
+            self._append(message, finish_reason=response.finish_reason)
+        except StoreError:
+            if not response.tool_calls:  # the turn fails, but the answer is still shown
+                result.answer = message["content"]
+            raise
+        try:
+            self.store.update_token_counts(
+                self.session_id, input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                cache_read_tokens=response.usage.cache_read_tokens,
+                cache_write_tokens=response.usage.cache_write_tokens,
+                reasoning_tokens=response.usage.reasoning_tokens, model=self.model,
+            )
+        except StoreError as exc:  # bookkeeping: the conversation itself is stored
+            self._notice(f"the usage of this call was not counted: {exc}")
         return message
 
     def _final_answer(self, result: TurnResult, message: Message, response: LLMResponse) -> None:

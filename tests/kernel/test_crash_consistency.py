@@ -301,3 +301,85 @@ def test_session_lock_in_process(tmp_path):
     again = SessionLock(tmp_path, "s1")
     again.acquire()
     again.release()
+
+
+# -- 5. writes that cannot land --------------------------------------------------------------
+
+
+def _users(store, session_id):
+    return [m["content"] for m in store.get_conversation(session_id) if m["role"] == "user"]
+
+
+def test_a_locked_database_fails_the_turn_and_keeps_the_message(agent_factory, fake_llm, hermes_home):
+    import sqlite3
+
+    agent = agent_factory(config={"plugins": {"sqlite-sessions": {"write_timeout": 0.3}}})
+    agent.run_turn("hello")
+    other = sqlite3.connect(hermes_home / "state.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+    try:
+        requests = len(fake_llm.requests)
+        result = agent.run_turn("remember the blue door")
+        assert result.status == "failed"
+        assert "locked" in result.error and "kept" in result.error, result.error
+        assert len(fake_llm.requests) == requests  # nothing was sent without being stored
+        assert agent.unsaved_messages == 1
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    result = agent.run_turn("and the red key")
+    assert result.status == "ok", result.error
+    assert agent.unsaved_messages == 0
+    assert _users(agent.store, agent.session_id) == ["hello", "remember the blue door",
+                                                     "and the red key"]
+    sent = [m["content"] for m in fake_llm.requests[-1].body["messages"] if m["role"] == "user"]
+    assert sent == ["hello", "remember the blue door", "and the red key"]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 4 MB tmpfs (needs root): a disk that really fills up."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(path: Path) -> None:
+    with open(path, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+
+
+def test_a_full_disk_fails_the_turn_and_keeps_the_message(tiny_disk, kernel_factory, fake_llm):
+    cfg = fake_llm.config(provider="openai")
+    cfg["memory"] = {"nudge_interval": 0}
+    kernel = kernel_factory(config=cfg, home=tiny_disk)
+    agent = Agent(kernel)
+    try:
+        assert agent.run_turn("hello").status == "ok"
+        filler = tiny_disk / "filler"
+        _fill(filler)
+        result = agent.run_turn("the meeting moved to Tuesday " * 200)
+        assert result.status == "failed"
+        assert "disk" in result.error.lower() and "kept" in result.error, result.error
+        filler.unlink()
+        assert agent.run_turn("thanks").status == "ok"
+        users = _users(agent.store, agent.session_id)
+        assert users[0] == "hello" and users[-1] == "thanks"
+        assert users[1].startswith("the meeting moved to Tuesday")
+        assert agent.store.check_integrity() == []
+    finally:
+        agent.close()
