@@ -550,9 +550,12 @@ class Config:
             if not file.is_absolute():
                 file = self.home / file
             try:
-                return file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(f"{path}: cannot read {file}: {exc.strerror or exc}", path=path) from exc
+                text = read_config_bytes(file)
+            except ConfigError as exc:  # bad bytes, too big, not a file: say which key
+                raise ConfigError(f"{path}: {exc}", path=path) from None
+            if text is None:
+                raise ConfigError(f"{path}: cannot read {file}: No such file or directory", path=path)
+            return text.strip()
         if isinstance(value, dict):
             return {k: self._resolve(v, f"{path}.{k}" if path else k) for k, v in value.items()}
         if isinstance(value, list):

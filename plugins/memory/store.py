@@ -541,7 +541,7 @@ class MemoryStore:
             try:
                 if old.read_text(encoding="utf-8") == raw:
                     return old
-            except OSError:
+            except (OSError, UnicodeDecodeError):
                 continue
         stamp = int(time.time())
         backup = path.with_name(f"{path.name}.bak.{stamp}")

@@ -160,3 +160,11 @@ def test_context_files_are_read_in_bounded_bytes(tmp_path: Path) -> None:
     read = read_bytes_during(lambda: found.extend(discover_context_files(tmp_path)))
     assert read < 2 * CONTEXT_FILE_MAX_BYTES
     assert found and "Build with make" in found[0].text and "LAST LINE" in found[0].text
+
+
+def test_a_file_reference_with_bad_bytes_is_one_line(hermes_home: Path) -> None:
+    (hermes_home / "key.txt").write_bytes(b"sk-\xff\xfe")
+    (hermes_home / "config.yaml").write_text("model:\n  api_key: {$file: key.txt}\n", encoding="utf-8")
+    result = hermes(hermes_home, "config", "validate")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "model.api_key: " in result.stderr and "key.txt" in result.stderr and "UTF-8" in result.stderr
