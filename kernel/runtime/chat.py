@@ -237,29 +237,39 @@ class Interrupted(Exception):
 
 
 def run_turn(agent: Any, text: str, on_text: Callable[[str], None] | None, screen: Screen) -> Any:
-    """Run one turn on a worker thread. The first Ctrl-C asks the turn to stop (it ends at
-    the next streamed piece, keeping what was shown); a second one while it winds down
-    raises :class:`Interrupted`."""
+    """One turn on a worker thread (see :func:`run_interruptibly`); the first Ctrl-C
+    stops the answer at the next streamed piece, keeping what was shown."""
+    return run_interruptibly(
+        lambda interrupt: agent.run_turn(text, on_text=on_text, interrupt=interrupt), screen,
+        waiting="stopping the answer… (Ctrl-C again to leave)")
+
+
+def run_interruptibly(work: Callable[[threading.Event], Any], screen: Screen, *,
+                      waiting: str = "stopping… (Ctrl-C again to leave)") -> Any:
+    """Run ``work(interrupt)`` on a worker thread while the main thread waits. During
+    the wait SIGINT only sets ``interrupt``; when the work does not end within a second
+    of it, ``waiting`` is shown, and a second Ctrl-C raises :class:`Interrupted` (the
+    worker is a daemon thread and is left behind)."""
     interrupt = threading.Event()
     done = threading.Event()
     box: dict[str, Any] = {}
     presses: list[float] = []
 
-    def work() -> None:
+    def run() -> None:
         try:
-            box["result"] = agent.run_turn(text, on_text=on_text, interrupt=interrupt)
+            box["result"] = work(interrupt)
         except BaseException as exc:  # handed to the main thread
             box["error"] = exc
         finally:
             done.set()
 
     def on_sigint(signum: int, frame: Any) -> None:
-        presses.append(time.monotonic())  # only recorded here; printed by the waiting loop
+        presses.append(time.monotonic())  # only recorded here; reported by the waiting loop
         interrupt.set()
 
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
-    thread = threading.Thread(target=work, name="hermes-turn", daemon=True)
+    thread = threading.Thread(target=run, name="hermes-turn", daemon=True)
     thread.start()
     told = False
     try:
@@ -269,7 +279,7 @@ def run_turn(agent: Any, text: str, on_text: Callable[[str], None] | None, scree
             # The answer normally stops at the next streamed piece; say so only when that
             # takes a while (an immediate notice would split the shown answer in two).
             if presses and not told and time.monotonic() - presses[0] > 1.0:
-                screen.notice("stopping the answer… (Ctrl-C again to leave)")
+                screen.notice(waiting)
                 told = True
     finally:
         if in_main:
@@ -400,7 +410,7 @@ class Chat:
             name="hermes-title", daemon=True)
         self.title_thread.start()
 
-    def wait_for_title(self, timeout: float = 10.0) -> None:
+    def wait_for_title(self, timeout: float = 3.0) -> None:
         if self.title_thread is not None:
             self.title_thread.join(timeout)
 
@@ -426,6 +436,8 @@ class Chat:
             except Interrupted:
                 self.screen.notice("leaving; the answer was cut short")
                 return
+            except KeyboardInterrupt:  # between turns, e.g. while a command ran
+                self.screen.notice("interrupted")
             except HermesError as exc:
                 # A write that could not land (locked or full store …): one line, chat open.
                 self.screen.end_line()
@@ -445,7 +457,9 @@ class Chat:
             self.switch(None, "new_session")
             say(f"new session {self.agent.session_id}", dim=True)
         elif name == "/compress":
-            agent.compact(arg or None, force=True, reason="manual")  # the agent reports it
+            # The agent reports the outcome; the model call may take a while: interruptible.
+            run_interruptibly(lambda _: agent.compact(arg or None, force=True, reason="manual"),
+                              self.screen)
         elif name == "/title":
             if not arg:
                 say("usage: /title NAME", dim=True)

@@ -289,3 +289,51 @@ def test_first_exchange_titles_the_session_in_the_background(term, fake_llm, tmp
     with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
         rows = kernel.session_store.list_sessions(limit=1)
         assert rows[0]["title"] == "Greetings Exchange"
+
+
+def test_second_ctrl_c_leaves_when_the_model_does_not_answer(term, fake_llm, tmp_path):
+    t = term()
+    fake_llm.queue(Reply(text="too late", delay=20))
+    t.type("are you there?\r")
+    t.expect(PROMPT_END)
+    time.sleep(0.3)
+    t.type(CTRL_C)
+    t.expect("stopping the answer")  # nothing streams, so it says it is waiting
+    t.type(CTRL_C)
+    t.child.expect(pexpect.EOF, timeout=30)
+    t.child.close()
+    assert t.child.exitstatus == 0
+    assert "Traceback" not in t.seen + (t.child.before or "")
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        sid = kernel.session_store.list_sessions(limit=1)[0]["id"]
+        kept = [m["content"] for m in kernel.session_store.get_messages(sid) if m["role"] == "user"]
+        assert kept == ["are you there?"]  # the message is stored, not lost
+
+
+def test_slash_commands_completion_and_paste(term, fake_llm):
+    t = term()
+    t.type("/us")
+    t.expect("tokens, cache reads")  # the completion menu offers /usage with its description
+    t.type("\t")  # Tab takes it
+    time.sleep(0.5)
+    shown = plain(t.say(""))
+    assert "input 0 tokens · output 0" in shown
+    t.say("hello")
+    shown = plain(t.say("/usage"))
+    assert re.search(r"input [1-9][\d,]* tokens · output [1-9]", shown), shown
+    assert "cache reads 0 · cache writes 0" in shown
+    shown = plain(t.say("/help"))
+    assert "/undo" in shown and "Esc-Enter" in shown
+    shown = plain(t.say("/model other-model"))
+    assert "model: other-model" in shown
+    t.say("which model?")
+    assert chat_requests(fake_llm)[-1].model == "other-model"
+    shown = plain(t.say("/sessions"))
+    assert "* " in shown  # this session is marked
+    shown = plain(t.say("/frobnicate"))
+    assert "unknown command /frobnicate" in shown
+    # a pasted block keeps its lines in one message (bracketed paste)
+    t.type("\x1b[200~first pasted line\nsecond pasted line\x1b[201~")
+    t.say("")
+    assert chat_requests(fake_llm)[-1].last_user_text == "first pasted line\nsecond pasted line"
+    assert t.leave() == 0
