@@ -63,10 +63,15 @@ class SecretRule:
     hints: tuple[str, ...] = ()
     check: str = ""
     flags: int = 0
-    compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _compiled: list[re.Pattern[str]] = field(default_factory=list, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "compiled", re.compile(self.pattern, self.flags))
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled pattern, compiled on first use: ``import hermes.redaction`` (done by
+        every kernel, and by ``hermes --help``) stays cheap."""
+        if not self._compiled:
+            self._compiled.append(re.compile(self.pattern, self.flags))
+        return self._compiled[0]
 
 
 @dataclass(frozen=True)
