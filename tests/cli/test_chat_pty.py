@@ -337,3 +337,53 @@ def test_slash_commands_completion_and_paste(term, fake_llm):
     t.say("")
     assert chat_requests(fake_llm)[-1].last_user_text == "first pasted line\nsecond pasted line"
     assert t.leave() == 0
+
+
+MARKDOWN = "# Plan\n\n- **first** step\n- second step\n\n```python\nprint('**not bold**')\n```\n"
+
+
+def test_markdown_rendered_on_the_terminal_and_raw_with_plain(term, fake_llm):
+    t = term()
+    fake_llm.queue(Reply(text=MARKDOWN))
+    shown = plain(t.say("plan?"))
+    assert "• first step" in shown and "# Plan" not in shown
+    assert "print('**not bold**')\r\n" in shown  # code verbatim: copyable
+    assert t.leave() == 0
+    raw = term("--plain")
+    fake_llm.queue(Reply(text=MARKDOWN))
+    shown = raw.say("plan?")
+    assert "# Plan" in shown and "- **first** step" in shown
+    assert "\x1b[1m" not in shown.split("plan?")[-1]
+    assert raw.leave() == 0
+
+
+def test_provider_failure_is_one_dimmed_line_and_the_chat_goes_on(term, fake_llm):
+    t = term()
+    fake_llm.queue(Reply(error=500))
+    shown = plain(t.say("hello"))
+    lines = [ln for ln in shown.splitlines() if "500" in ln]
+    assert len(lines) == 1, shown
+    assert "openai: openai:" not in shown and "Traceback" not in shown
+    assert "echo: again" in t.say("again")
+    assert t.leave() == 0
+
+
+def test_background_memory_write_notice_once_on_its_own_line(term, fake_llm, tmp_path):
+    def handler(request):
+        if "Review the conversation above" in request.last_user_text:
+            if any(m["role"] == "tool" for m in request.messages):
+                return "Saved."
+            return Reply(tool_calls=[{"name": "memory", "arguments": {
+                "action": "add", "target": "user", "content": "Likes green tea."}}])
+        return None
+
+    fake_llm.handler = handler
+    t = term(config="memory:\n  nudge_interval: 1\n")
+    t.say("I like green tea")
+    time.sleep(1.0)  # the review runs after the answer, while the prompt is shown
+    shown = plain(t.say("what do I like?"))
+    notices = [ln for ln in shown.splitlines() if "memory updated" in ln]
+    assert len(notices) == 1, shown
+    assert notices[0].startswith("memory updated")  # its own line, not glued to text
+    assert "Likes green tea." in (tmp_path / "memories" / "USER.md").read_text()
+    assert t.leave() == 0
