@@ -18,7 +18,8 @@ Question kinds:
 * ``rare``: three rare words of a long message among short messages sharing a common word;
 * ``zh`` / ``ja``: questions in Chinese / Japanese about Chinese / Japanese sessions.
 
-Each question carries ``half`` (``tune`` or ``held``), drawn with a fixed seed when the
+A question whose exact wording is also asked about another session lists that
+session's evidence under ``also`` (either answer counts). Each question carries ``half`` (``tune`` or ``held``), drawn with a fixed seed when the
 corpus is generated, before any tuning. Rerun to regenerate identical files:
 ``python benchmarks/recall_corpus/generate.py``.
 """
@@ -477,6 +478,15 @@ def build() -> tuple[list[dict], list[dict]]:
             questions.append({"id": f"q{len(questions):04d}", "kind": kind, "lang": lang,
                               "question": _fill(text, slots), "session": sid,
                               "evidence": offset + evidence})
+    # A question typed the same way about two sessions (a generic "what was the novel
+    # for the book club called?") has more than one right answer: each of them counts.
+    answers: dict[str, list[list]] = {}
+    for q in questions:
+        answers.setdefault(q["question"], []).append([q["session"], q["evidence"]])
+    for q in questions:
+        others = [a for a in answers[q["question"]] if a != [q["session"], q["evidence"]]]
+        if others:
+            q["also"] = others
     split = random.Random(SEED + 1)
     order = list(range(len(questions)))
     split.shuffle(order)

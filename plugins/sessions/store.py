@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -1062,6 +1063,20 @@ class SQLiteSessionStore(hermes.SessionStore):
         return dataclasses.replace(stage, match=relaxed_match(rare, stage.negatives, context=stage.context),
                                    terms=rare)
 
+    @staticmethod
+    def _gram_weights(conn: sqlite3.Connection, grams: list[str]) -> list[float]:
+        """BM25's inverse document frequency of each CJK bigram among the CJK messages,
+        from the trigram vocabulary (the messages holding a trigram that starts with the
+        bigram: every occurrence does, thanks to the newline at the end of each text)."""
+        total = conn.execute("SELECT count(*) FROM messages_fts_trigram_docsize").fetchone()[0]
+        weights = []
+        for gram in grams:
+            df = conn.execute("SELECT coalesce(sum(doc), 0) FROM messages_fts_trigram_vocab "
+                              "WHERE term >= ? AND term < ?", (gram, gram + "\U0010ffff")).fetchone()[0]
+            df = min(df, total)
+            weights.append(math.log(1.0 + (total - df + 0.5) / (df + 0.5)))
+        return weights
+
     def _narrow_pairs(self, conn: sqlite3.Connection, stage: Stage) -> Stage:
         """A two-character CJK term is too short for the trigram index, but every place
         it occurs starts a trigram (the CJK table's texts end with a newline): the
@@ -1130,17 +1145,19 @@ class SQLiteSessionStore(hermes.SessionStore):
         else:
             snippet = "NULL"
         if stage.combine == "grams":
-            # CJK bigrams: rank the CJK messages by how many distinct bigrams of the
-            # question they contain (a scan of the CJK table, which holds only them).
-            # A bigram in the previous message counts for less (the question may use the
-            # words of the turn before the answer).
+            # CJK bigrams: rank the CJK messages by the distinct bigrams of the question
+            # they contain, each weighted by its rarity (a scan of the CJK table, which
+            # holds only them). A bigram in the previous message counts for less (the
+            # question may use the words of the turn before the answer).
             prev_weight = schema.PREV_WEIGHT if stage.context else 0.0
-            counts = " + ".join(f"(instr({table}.content, ?) > 0) + {prev_weight} * "
-                                f"(instr(coalesce({table}.prev, ''), ?) > 0)" for _ in stage.grams)
+            weights = self._gram_weights(conn, stage.grams)
+            counts = " + ".join(f"((instr({table}.content, ?) > 0) + {prev_weight} * "
+                                f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in stage.grams)
             score = f"({counts})"
             order = f"score DESC, length({table}.content), {table}.rowid DESC"
-            where.insert(0, "score >= 1")
-            params = [*(g for g in stage.grams for _ in (0, 1)), *params]
+            where.insert(0, "score >= ?")
+            params = [*(v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)),
+                      min(weights), *params]
             for term in stage.negatives:
                 where.append(f"instr({table}.content, ?) = 0")
                 params.append(term.text)
