@@ -30,8 +30,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     ".compaction": (
         "MEMORY_CONTEXT_MAX_CHARS", "SUMMARY_END_MARKER", "SUMMARY_PREFIX",
-        "automatic_compaction_status_message", "call_compress", "is_compaction_summary",
-        "resolve_model_threshold", "sanitize_memory_context",
+        "automatic_compaction_status_message", "call_compress", "content_text",
+        "is_compaction_summary", "resolve_model_threshold", "sanitize_memory_context",
     ),
     ".redaction": (
         "SECRET_RULES", "RedactingFilter", "SecretMatch", "SecretRule", "find_secrets",
@@ -97,6 +97,7 @@ __all__ = [
     "SUMMARY_PREFIX",
     "automatic_compaction_status_message",
     "call_compress",
+    "content_text",
     "is_compaction_summary",
     "redact_secrets",
     "RedactingFilter",

@@ -146,21 +146,46 @@ def automatic_compaction_status_message(
     return message or None
 
 
-def _text_of(content: Any) -> str:
+_IMAGE_PARTS = ("image", "image_url", "input_image")
+_TEXT_PARTS = (None, "text", "input_text", "output_text")
+
+
+def content_text(content: Any) -> str:
+    """The plain text of a message's ``content``, whatever its shape: a string as it
+    is; ``None`` as ``""``; a list of parts (OpenAI content parts, Anthropic blocks) as
+    the text of its text parts, a nested ``content`` (a tool result block) flattened, an
+    image as ``[image]`` and any other part as ``[<type>]``, joined by newlines; a single
+    part (a dict) as a list of one. For searching, summarizing and comparing messages;
+    plugins use it instead of writing their own."""
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text") or "") for part in content
-            if isinstance(part, dict) and part.get("type", "text") == "text"
-        )
-    return ""
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return str(content)
+    parts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type")
+            if kind in _TEXT_PARTS:
+                parts.append(str(part.get("text") or ""))
+            elif kind in _IMAGE_PARTS:
+                parts.append("[image]")
+            elif "content" in part:
+                parts.append(content_text(part["content"]))
+            else:
+                parts.append(f"[{kind}]")
+    return "\n".join(p for p in parts if p)
 
 
 def is_compaction_summary(message: Mapping[str, Any]) -> bool:
     """Whether ``message`` carries a compaction summary (standalone, or merged into
     another message). Memory providers use it to skip summaries when syncing turns."""
-    text = _text_of(message.get("content")).lstrip()
+    text = content_text(message.get("content")).lstrip()
     return (
         text.startswith(SUMMARY_PREFIX)
         or text.startswith(LEGACY_SUMMARY_PREFIX)

@@ -24,28 +24,8 @@ WRAP_OPEN = "[PRIOR CONTEXT — for reference only; not a new message]\n"
 WRAP_CLOSE = "\n\n[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]\n\n"
 
 
-def text_of(content: Any) -> str:
-    """The text of a message's content (string, ``None`` or a list of parts); image and
-    other non-text parts are shown as ``[image]`` / ``[<type>]``."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        out = []
-        for part in content:
-            if isinstance(part, str):
-                out.append(part)
-            elif isinstance(part, dict):
-                kind = part.get("type", "text")
-                if kind == "text":
-                    out.append(str(part.get("text") or ""))
-                elif kind in ("image", "image_url", "input_image"):
-                    out.append("[image]")
-                else:
-                    out.append(f"[{kind}]")
-        return "\n".join(out)
-    return str(content)
+#: The text of a message's content (``[image]`` / ``[<type>]`` for other parts).
+text_of = hermes.content_text
 
 
 def tokens_of_text(text: str) -> int:

@@ -107,31 +107,6 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
-def _text_of(content: Any) -> str:
-    """Plain text of message content: a string, or the text of a list of parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                kind = part.get("type")
-                if kind in (None, "text", "input_text", "output_text"):
-                    parts.append(str(part.get("text") or ""))
-                elif kind in ("image", "image_url", "input_image"):
-                    parts.append("[image]")
-                elif "content" in part:
-                    parts.append(_text_of(part["content"]))
-        return "\n".join(p for p in parts if p)
-    if isinstance(content, dict):
-        return _text_of([content])
-    return str(content)
-
-
 def _canonical(message: dict[str, Any]) -> str:
     return json.dumps(
         [message.get("role"), message.get("content"), message.get("tool_calls") or None,
@@ -152,7 +127,7 @@ def normalize_message(obj: Any) -> dict[str, Any]:
     if role is None:
         raise ValueError(f"unknown role {obj.get('role')!r}")
     content = obj.get("content")
-    msg: dict[str, Any] = {"role": role, "content": None if content is None else _text_of(content)}
+    msg: dict[str, Any] = {"role": role, "content": None if content is None else hermes.content_text(content)}
     calls = obj.get("tool_calls")
     if calls is None and isinstance(obj.get("function_call"), dict):  # legacy OpenAI shape
         calls = [{"id": obj.get("id") or "call_0", "type": "function", "function": obj["function_call"]}]
@@ -516,7 +491,7 @@ def _claude_user(state: _ClaudeSession, blocks: list[Any], ts: float | None) -> 
         kind = block.get("type")
         if kind == "tool_result":
             call_id = str(block.get("tool_use_id") or "")
-            result: dict[str, Any] = {"role": "tool", "content": _text_of(block.get("content")),
+            result: dict[str, Any] = {"role": "tool", "content": hermes.content_text(block.get("content")),
                                       "tool_call_id": call_id}
             if call_id in state.tool_names:
                 result["name"] = state.tool_names[call_id]

@@ -108,3 +108,19 @@ def test_public_api_is_complete_and_lazy():
         f"kernel/__init__.py instead of `from .x import y`: {done.stdout}{done.stderr}")
     with __import__("pytest").raises(AttributeError, match="has no attribute 'nope'"):
         hermes.nope  # noqa: B018
+
+
+# -- helpers the kernel exports so that plugins do not copy them ---------------------
+
+
+def test_content_text_flattens_every_message_shape():
+    from hermes import content_text
+
+    assert content_text(None) == "" and content_text("plain") == "plain"
+    parts = [{"type": "text", "text": "a"}, "b", {"type": "input_text", "text": "c"},
+             {"type": "image_url", "image_url": {"url": "data:"}}, {"type": "text", "text": ""},
+             {"type": "tool_result", "content": [{"type": "text", "text": "nested"}]},
+             {"type": "document"}, {"text": "untyped"}, 7]
+    assert content_text(parts) == "a\nb\nc\n[image]\nnested\n[document]\nuntyped"
+    assert content_text({"type": "text", "text": "one part"}) == "one part"
+    assert content_text(42) == "42"

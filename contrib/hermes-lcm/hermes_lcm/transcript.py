@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import hermes
 from hermes import SUMMARY_END_MARKER, SUMMARY_PREFIX
 
 Message = dict[str, Any]
@@ -27,15 +28,7 @@ MERGE_SEPARATOR = f"\n\n{SUMMARY_END_MARKER}\n\n"
 def text_of(message: Message) -> str:
     """The searchable text of a message: its content (text parts of a multi-part
     content joined) and, for an assistant's tool calls, each call's name and arguments."""
-    content = message.get("content")
-    if isinstance(content, str):
-        parts = [content]
-    elif isinstance(content, list):
-        parts = [str(p.get("text") or p.get("content") or "") for p in content if isinstance(p, dict)]
-    elif content is None:
-        parts = []
-    else:
-        parts = [str(content)]
+    parts = [hermes.content_text(message.get("content"))]
     for call in message.get("tool_calls") or []:
         fn = call.get("function", {}) if isinstance(call, dict) else {}
         parts.append(f"[tool call {fn.get('name', '?')}] {fn.get('arguments', '')}")

@@ -172,10 +172,9 @@ def _tokens(messages: list[dict[str, Any]]) -> int:
 
 
 def _text(msg: dict[str, Any]) -> str:
-    content = msg.get("content")
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-    return content or ""
+    from hermes import content_text
+
+    return content_text(msg.get("content"))
 
 
 def _newest_user_text(messages: list[dict[str, Any]]) -> str:
