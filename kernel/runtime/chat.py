@@ -201,6 +201,8 @@ class ToolLines:
         self.screen = screen
         self.verbose = False
         self.last_open: tuple[str, int] | None = None
+        #: Called before a tool line: shows answer text the renderer still holds back.
+        self.before: Callable[[], None] | None = None
 
     def __call__(self, phase: str, name: str, args: dict[str, Any], result: str = "",
                  seconds: float = 0.0) -> None:
@@ -208,6 +210,8 @@ class ToolLines:
         key = (name, id(args))
         with self.screen.lock:
             if phase == "start":
+                if self.before is not None:
+                    self.before()
                 self.screen.end_line()
                 self.screen.write(self._dim(head + " …"))
                 self.last_open = key
@@ -371,9 +375,11 @@ class Chat:
                                "replaced with �")
         stream = MarkdownStream(self.screen.write) if self.render else None
         on_text = stream.feed if stream else self.screen.write
+        self.tools.before = stream.flush if stream else None
         try:
             result = run_turn(self.agent, text, on_text, self.screen)
         finally:
+            self.tools.before = None
             if stream:
                 stream.flush()
             self.screen.end_line()
@@ -648,8 +654,16 @@ def terminal_reader(chat: Chat, home: Path) -> Callable[[], str]:
         else:
             event.app.exit(exception=KeyboardInterrupt())
 
+    try:
+        history: Any = SafeHistory(str(history_file(home)))
+    except OSError as exc:  # a read-only home: the chat works, the history is not kept
+        from prompt_toolkit.history import InMemoryHistory
+
+        chat.screen.notice(f"input history is not saved: cannot write {Path(home) / 'chat_history'} "
+                           f"({exc.strerror or exc})")
+        history = InMemoryHistory()
     session: Any = PromptSession(
-        history=SafeHistory(str(history_file(home))), key_bindings=keys, completer=SlashCompleter(),
+        history=history, key_bindings=keys, completer=SlashCompleter(),
         complete_while_typing=True, bottom_toolbar=chat.toolbar, multiline=False,
         prompt_continuation=lambda width, line, wrap: "… ".rjust(width),
     )

@@ -141,9 +141,12 @@ def test_type_history_and_multiline(term, fake_llm, tmp_path):
 
 def test_tool_call_shown_on_one_line_while_it_runs(term, fake_llm):
     t = term()
-    fake_llm.queue(Reply(tool_calls=[{"name": "session_search", "arguments": {"query": "kubernetes timeout"}}]),
+    fake_llm.queue(Reply(text="Let me look that up",
+                         tool_calls=[{"name": "session_search", "arguments": {"query": "kubernetes timeout"}}]),
                    Reply(text="Nothing about kubernetes yet."))
     shown = t.say("what did we say about kubernetes?")
+    # text written before the call is shown whole, before the tool line, on its own line
+    assert re.search(r"Let me look that up" + ANSI + r"\r?\n" + ANSI + "⚙ session_search", shown), shown
     assert re.search(r'⚙ session_search "kubernetes timeout" …' + ANSI + r" \d+ sessions?, \d+\.\d s", shown), shown
     assert "Nothing about kubernetes yet." in shown
     assert "arguments:" not in shown
