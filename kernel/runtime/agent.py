@@ -728,6 +728,21 @@ class Agent:
                 self._compaction_note += head[len(system):]
             after = after[1:]
 
+        old_id, new_id = self.session_id, self._continue_in_child(after)
+        info = getattr(self.engine, "last_compression", None) or {}
+        self.kernel.emit("hermes_session_start", session=self.session_info())
+        self.kernel.emit("hermes_compaction", session=self.session_info(), event=CompactionEvent(
+            parent_session_id=old_id, child_session_id=new_id, messages_before=len(before),
+            messages_after=len(after) + 1, tokens_before=tokens_before,
+            tokens_after=estimate_messages_tokens([{"role": "system", "content": self.system_prompt}, *self.messages]),
+            focus_topic=focus_topic, fallback_summary=bool(info.get("fallback")),
+        ))
+        self._notice(f"compacted {len(before)} → {len(after) + 1} messages; continuing in session {new_id}")
+        return True
+
+    def _continue_in_child(self, after: list[Message]) -> str:
+        """Split the session: end it, continue in a child holding ``after`` (titled
+        ``NAME #N``) with a rebuilt system prompt. Returns the child's id."""
         old_id, old_row = self.session_id, self.store.get_session(self.session_id) or {}
         title = None
         if old_row.get("title"):
@@ -748,16 +763,7 @@ class Agent:
         self.memory.on_session_switch(new_id, parent_session_id=old_id)
         self.system_prompt = None
         self.ensure_system_prompt()  # rebuilt from the layers, the compaction note re-attached
-        info = getattr(self.engine, "last_compression", None) or {}
-        self.kernel.emit("hermes_session_start", session=self.session_info())
-        self.kernel.emit("hermes_compaction", session=self.session_info(), event=CompactionEvent(
-            parent_session_id=old_id, child_session_id=new_id, messages_before=len(before),
-            messages_after=len(after) + 1, tokens_before=tokens_before,
-            tokens_after=estimate_messages_tokens([{"role": "system", "content": self.system_prompt}, *self.messages]),
-            focus_topic=focus_topic, fallback_summary=bool(info.get("fallback")),
-        ))
-        self._notice(f"compacted {len(before)} → {len(after) + 1} messages; continuing in session {new_id}")
-        return True
+        return new_id
 
     # -- memory review ----------------------------------------------------------------------
 

@@ -686,6 +686,11 @@ class FakeLLMServer:
             })
             return
 
+        self._openai_stream(h, reply, body, calls, finish, usage, cid, created, model)
+
+    def _openai_stream(self, h: _Handler, reply: Reply, body: dict[str, Any], calls: list[dict[str, Any]],
+                       finish: str, usage: dict[str, Any], cid: str, created: int, model: str) -> None:
+        """The answer as Chat Completions server-sent events."""
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
             return json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
                                "model": model, "system_fingerprint": "fp_fake",
@@ -882,6 +887,11 @@ class FakeLLMServer:
             h._send_json(200, message)
             return
 
+        self._anthropic_stream(h, reply, message, content, usage, stop)
+
+    def _anthropic_stream(self, h: _Handler, reply: Reply, message: dict[str, Any],
+                          content: list[dict[str, Any]], usage: dict[str, Any], stop: str) -> None:
+        """The answer as Messages API server-sent events."""
         def event(name: str, payload: dict[str, Any]) -> None:
             h._sse(json.dumps({"type": name, **payload}), event=name)
 
