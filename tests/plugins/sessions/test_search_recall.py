@@ -56,6 +56,8 @@ def test_a_question_naming_the_date_finds_what_was_said_that_day(store: SQLiteSe
 
 def test_possessives_and_word_forms(store: SQLiteSessionStore) -> None:
     noise(store)
+    store.append_messages("others", [{"role": "user", "content": text} for text in (
+        "a kitten", "kitten toys", "Maria", "Maria called", "the bookshop", "bookshop hours")])
     sid = store.create_session()
     jon = store.append_message(sid, "user", "Jon adopted a kitten called Pepper")
     dancing = store.append_message(sid, "user", "Maria has been dancing salsa for a year")
