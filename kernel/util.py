@@ -7,7 +7,6 @@ uses :func:`estimate_tokens`, which is offline and CJK-aware (no tokenizer downl
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -168,27 +167,26 @@ def estimate_messages_tokens(messages: Iterable[dict[str, Any]]) -> int:
 
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike[str], *, timeout: float = 30.0) -> Iterator[None]:
-    """An exclusive cross-process lock on ``<path>.lock`` (``flock``), held for the
-    ``with`` block. Raises :class:`TimeoutError` naming the file after ``timeout``."""
+    """An exclusive cross-process lock on ``<path>.lock``, held for the ``with`` block.
+    Raises :class:`TimeoutError` naming the file after ``timeout``. Built on
+    ``filelock`` (``flock`` on POSIX, ``msvcrt`` locking on Windows), so importing
+    Hermes never needs ``fcntl``."""
+    import filelock  # imported on first lock: most commands never take one
+
     lock_path = Path(f"{os.fspath(path)}.lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    # thread_local=False: a lock taken on one thread may be released on another (the
+    # with block is one owner), and a second lock object on the same file, in this
+    # process or another, waits.
+    lock = filelock.FileLock(lock_path, mode=0o600, thread_local=False, preserve_lock_file=True)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(
-                        f"could not lock {path} within {timeout:.0f}s; another Hermes process "
-                        f"holds {lock_path}"
-                    ) from None
-                time.sleep(0.01)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        lock.acquire(timeout=timeout, poll_interval=0.01)
+    except filelock.Timeout:
+        raise TimeoutError(
+            f"could not lock {path} within {timeout:.0f}s; another Hermes process "
+            f"holds {lock_path}"
+        ) from None
+    try:
+        yield
     finally:
-        os.close(fd)
+        lock.release()
