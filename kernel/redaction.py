@@ -116,6 +116,11 @@ valid weak strong short long too very only used sent generated shown printed vis
 case-sensitive sensitive different unique random new old both shared needed managed rotated
 """.split())
 
+_FAKE = re.compile(r"^(?:your|fake|dummy|example|sample|placeholder|insert|put|enter)[-_ ]", re.IGNORECASE)
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\[[^\]]*\])?$")
+# Code, not a value: a call (section.get(…)), a template field ({name}, {{name}}, %(name)s).
+_CODE = re.compile(r"^[A-Za-z_][\w.]*\(|\{[A-Za-z_][\w.]*\}|%\([A-Za-z_]\w*\)s")
+_SECRET_WORDS = ("key", "token", "secret", "passw", "pwd", "credential", "auth")
 _PLACEHOLDER = re.compile(
     r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\$?(?:env|file)\b.*|<[^>]*>|\[[^\]]*\]|%\(?\w+\)?s?"
     r"|\{\{.*\}\}|\*+|x{3,}|\.{3,}|…|-+)$",
@@ -146,10 +151,14 @@ def _looks_random(value: str) -> bool:
 
 
 def _placeholder(value: str) -> bool:
-    bare = value.strip().strip("\"'`").rstrip(".,;:!?)")
+    bare = value.strip().strip("\"'`").rstrip(".,;:!?)]}")
     lowered = bare.lower()
-    return (not bare or lowered in _NOT_SECRETS or REDACTED in bare or bool(_PLACEHOLDER.match(bare))
-            or any(ref in lowered for ref in ("getenv", "environ", "process.env", "secretsmanager")))
+    return (not bare or value.rstrip().endswith(("...", "…")) or lowered in _NOT_SECRETS or REDACTED in bare or bool(_PLACEHOLDER.match(bare))
+            or any(ref in lowered for ref in ("getenv", "environ", "process.env", "secretsmanager"))
+            or bool(_FAKE.match(bare)) or bool(_CODE.search(bare))
+            # code passing a variable on: api_key=api_key, token=self.token, password=args.password
+            or (bool(_IDENTIFIER.match(bare)) and ("_" in bare or "." in bare)
+                and any(w in lowered for w in _SECRET_WORDS)))
 
 
 def _key_kind(name: str) -> str:
@@ -197,6 +206,7 @@ def _check_pem_header(name: str, value: str) -> bool:
 
 
 _CHECKS: dict[str, Callable[[str, str], bool]] = {
+    "value": lambda name, value: not _placeholder(value) and value not in ("…", "...", "pass", "pw"),
     "pem_header": _check_pem_header,
     "assignment": _check_assignment,
     "prose": _check_prose,
@@ -208,7 +218,7 @@ _I = re.IGNORECASE
 # (JSON inside a JSON string: tool-call arguments, transcripts quoted in a prompt).
 _VALUE = (r"(?:\\{0,3}\"(?P<secret_dq>(?:[^\"\\\n]|\\[^\"\\\n]){1,300})\\{0,3}\""
           r"|\\{0,3}'(?P<secret_sq>(?:[^'\\\n]|\\[^'\\\n]){1,300})\\{0,3}'"
-          r"|(?P<secret_bare>[^\s\"'\\,;&<>(){}\[\]][^\s\"',;&(]{0,299}))")
+          r"|(?P<secret_bare>[^\s\"'\\,;&<>(){}\[\]`][^\s\"',;&`]{0,299}))")
 _Q = r"(?:\\{0,3}[\"'])?"  # an optional, possibly escaped, quote
 _NL = r"(?:\r?\n|(?:\\r)?\\n)"  # a line break, or an escaped one (text inside a JSON string)
 _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before - and _
@@ -304,26 +314,28 @@ SECRET_RULES: tuple[SecretRule, ...] = (
                _B + r"(?P<secret>eyJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*)", ("eyj",)),
     SecretRule("azure-key", "Azure storage / Service Bus key (AccountKey=, SharedAccessKey=, sig=)",
                r"(?:AccountKey|SharedAccessKey|SharedAccessSignature|PrimaryKey|SecondaryKey)\s*=\s*"
-               r"(?P<secret>[^;\s\"'<>]{8,})|[?&]sig=(?P<secret_sig>[A-Za-z0-9%+/=]{16,})",
-               ("accountkey", "sharedaccess", "primarykey", "secondarykey", "sig="), flags=_I),
+               r"(?P<secret>[^;\s\"'<>`]{8,})|[?&]sig=(?P<secret_sig>[A-Za-z0-9%+/=]{16,})",
+               ("accountkey", "sharedaccess", "primarykey", "secondarykey", "sig="), check="value", flags=_I),
     SecretRule("url-credentials", "user:password@ in a URL or connection string",
-               r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:(?P<secret>[^\s@/\"'<>]+)@", ("://",)),
+               r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:(?P<secret>[^\s@/\"'<>`]+)@", ("://",),
+               check="value"),
     SecretRule("authorization-header", "Authorization header value (Bearer, Basic, Token, Digest)",
                r"authorization\s*[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token|digest|bot|apikey)\s+"
-               r"(?P<secret>[A-Za-z0-9._~+/=\-]{6,})", ("authorization",), flags=_I),
+               r"(?P<secret>[A-Za-z0-9._~+/=\-]{6,})", ("authorization",), check="value", flags=_I),
     SecretRule("bearer-token", "Bearer token anywhere (Bearer <token>)",
                r"\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=\-]{16,})", ("bearer",), flags=_I),
     SecretRule("cli-credentials", "credentials on a command line (-u user:pass, --password X, --token X)",
-               r"(?:(?<!\S)(?:-u|--user)\s+[\"']?[^\s:\"']+:(?P<secret>[^\s\"'@]+)"
+               r"(?:(?<!\S)(?:-u|--user)\s+[\"']?[^\s:\"'`]+:(?P<secret>[^\s\"'@`]+)"
                r"|--(?:password|passwd|token|api-key|apikey|secret|auth-token|access-token)(?:=|\s+)"
-               r"[\"']?(?P<secret_flag>[^\s\"']+))",
-               ("-u", "--user", "--pass", "--token", "--api", "--secret", "--auth", "--access")),
+               r"[\"']?(?P<secret_flag>[^\s\"'`]+))",
+               ("-u", "--user", "--pass", "--token", "--api", "--secret", "--auth", "--access"),
+               check="value"),
     SecretRule("assignment", "value of a key-like name in JSON, YAML, INI, .env, TOML or code "
                "(api_key, password, secret, token …; weak names such as 'key' need a random value)",
                # The value is matched inside a lookahead, so that when the check refuses
                # ("content": "…") the search goes on inside the value ("passwd: …").
                r"(?<![A-Za-z0-9_.\-])(?P<name>" + _Q + r"[A-Za-z_$][A-Za-z0-9_.\-]{0,60}" + _Q + ")"
-               r"\s*(?::=|=>|==?|:)\s*(?=[rbuf]?" + _VALUE + ")",
+               r"[ \t]*(?::=|=>|==?|:)[ \t]*(?=(?:[rbuf](?=[\"']))?" + _VALUE + ")",
                ("pass", "pwd", "secret", "key", "token", "auth", "sig", "salt", "cookie", "session",
                 "credential", "dsn", "hmac", "connection"), check="assignment"),
     SecretRule("prose-password", "a password, passphrase, PIN or secret given in prose "
@@ -331,7 +343,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
                r"\b(?P<name>pass(?:word|wd|phrase|code)|pwd|pin|secret|api\s+key|access\s+key|token)"
                r"(?:\s+(?:for|of|to|on)\s+[^\s,.;:]{1,40}(?:\s+[^\s,.;:]{1,40})?)?"
                r"\s+(?:is|was|are|=|:|-)\s+(?=(?:now\s+|still\s+|just\s+)?(?:\\{0,3}[\"'`“])?"
-               r"(?P<secret>[^\s\"'`”\\]{4,200}?)(?=\\{0,3}[\"'`”]|[.,;!?]?(?:\s|\\n|$)))",
+               r"(?P<secret>[^\s\"'`”\\(]{4,200}?)(?=\\{0,3}[\"'`”]|[.,;!?]?(?:\s|\\n|$)))",
                ("pass", "pwd", "pin", "secret", "key", "token"), check="prose", flags=_I),
 )
 

@@ -134,4 +134,13 @@ ORDINARY: list[str] = [
     "The cache key: user:42:profile",
     "Use sk-learn? No: scikit-learn, imported as sklearn.",
     "Call me at +1 555 0100 between 9:00 and 17:00.",
+    # code that passes secrets around by name, and documentation placeholders
+    "client = Client(base_url=base_url, api_key=api_key)",
+    "token = self.token or config.get('token')",
+    'key = f"{category}\\0{path}"',
+    "if self.api_key:\n    return 'platform'",
+    "compression: {provider: null, model: null, api_key: null}",
+    "MEM0_API_KEY=m0-...  # from app.mem0.ai",
+    "Set `OPENAI_API_KEY=<your key>` or use `postgres://user:password@host/db`.",
+    '"api_key": "fake-key"',
 ]
