@@ -261,12 +261,14 @@ def test_failed_write_is_one_line_and_the_chat_stays_open(term, fake_llm, tmp_pa
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
         shown = plain(t.say("while locked"))
+        titled = plain(t.say("/title Locked out"))  # a command's write fails the same way
     finally:
         holder.rollback()
         holder.close()
-    assert "Traceback" not in shown
+    assert "Traceback" not in shown + titled
     errors = [line for line in shown.splitlines() if "locked" in line and "›" not in line]
     assert len(errors) == 1, shown
+    assert len([line for line in titled.splitlines() if "locked" in line and "›" not in line]) == 1, titled
     shown = t.say("after the lock")
     assert "echo: after the lock" in shown
     assert t.leave() == 0
