@@ -60,7 +60,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ParsedSearch", "SearchStage", "SearchTerm", "cjk_bigrams", "has_cjk", "informative",
         "parse_search", "plan_search", "search_stem", "strict_groups",
     ),
-    ".workers": ("BackgroundSlot", "CircuitBreaker", "SerialWorker"),
+    ".workers": ("BackgroundMemoryProvider", "BackgroundSlot", "CircuitBreaker", "SerialWorker",
+                 "importable", "merge_settings"),
     ".testing.faults": ("fault_point",),
     ".util": (
         "atomic_write_text", "atomic_writer", "estimate_messages_tokens", "estimate_tokens", "file_lock",
@@ -87,9 +88,12 @@ def __dir__() -> list[str]:
 __all__ = [
     "live_tip",
     "resolve_session_ref",
+    "BackgroundMemoryProvider",
     "BackgroundSlot",
     "CircuitBreaker",
     "SerialWorker",
+    "importable",
+    "merge_settings",
     "is_trivial_prompt",
     "MEMORY_CONTEXT_MAX_CHARS",
     "PLUGIN_API_VERSION",

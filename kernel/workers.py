@@ -2,17 +2,25 @@
 backends: a circuit breaker, a serial daemon worker and a one-slot background prefetch.
 
 Standard library only, so a plugin importing them stays cheap. Public as
-``hermes.CircuitBreaker``, ``hermes.SerialWorker`` and ``hermes.BackgroundSlot``.
+``hermes.CircuitBreaker``, ``hermes.SerialWorker`` and ``hermes.BackgroundSlot``; with
+them :class:`BackgroundMemoryProvider` (``hermes.BackgroundMemoryProvider``), the skeleton
+of a memory provider for a remote backend, and its helpers ``hermes.merge_settings`` and
+``hermes.importable``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .contracts import MemoryProvider
+from .errors import HermesError
 
 log = logging.getLogger("hermes.workers")
 
@@ -205,3 +213,172 @@ class BackgroundSlot:
             thread = self._thread
         if thread is not None:
             thread.join(timeout)
+
+
+def merge_settings(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base`` overlaid by ``override``: nested mappings merged key by key, a ``None``
+    in ``override`` meaning "not set" (the default stays)."""
+    out = dict(base)
+    for key, value in (override or {}).items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_settings(out[key], value)
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (availability checks
+    must stay fast)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None (blocked)
+        return False
+
+
+class BackgroundMemoryProvider(MemoryProvider):
+    """The skeleton of a memory provider backed by a remote or slow service, so that such
+    a provider writes only what is its own.
+
+    It keeps the settings of ``plugins.<settings_key>`` over :attr:`defaults` (an unset
+    ``{$env: VAR}`` becomes :attr:`config_error`, the reason the provider is unavailable,
+    instead of a crash), the kernel's environment (:attr:`env`, for ``$VAR`` fallbacks),
+    a :class:`CircuitBreaker` around every backend call (:meth:`call`), writes on one
+    :class:`SerialWorker` (:meth:`submit`, never for subagents or after shutdown), a
+    one-slot :class:`BackgroundSlot` prefetch bounded by ``prefetch_timeout``, and an
+    orderly :meth:`shutdown` (queued writes get ``sync_timeout`` seconds).
+
+    A subclass sets :attr:`settings_key` and :attr:`defaults` (holding
+    ``prefetch_timeout``, ``sync_timeout``, ``breaker_threshold`` and
+    ``breaker_cooldown``), implements :attr:`name`, :meth:`recall`,
+    :meth:`unavailable_reason` and :meth:`get_tool_schemas`, and releases its client in
+    :meth:`close_backend`.
+    """
+
+    #: The ``plugins.<settings_key>`` config section; also names the worker threads.
+    settings_key: ClassVar[str] = ""
+    #: Every setting and its default.
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    #: Skip recall for greetings and slash commands (``hermes.is_trivial_prompt``).
+    skip_trivial_prompts: ClassVar[bool] = True
+    #: Raised by :meth:`call` while the breaker is open.
+    paused_error: ClassVar[type[Exception]] = HermesError
+
+    def __init__(self, kernel: Any = None, *, settings: Mapping[str, Any] | None = None):
+        if kernel is not None:
+            configured, self.config_error = kernel.config.plugin_lenient(self.settings_key)
+        else:
+            configured, self.config_error = {}, ""
+        #: The kernel's environment (process over ``$HERMES_HOME/.env``), never another home's.
+        self.env: Mapping[str, str] = getattr(kernel, "env", None) or os.environ
+        self.home: Path | None = Path(kernel.home) if kernel is not None else None
+        self.settings = merge_settings(merge_settings(self.defaults, configured), settings)
+        self.breaker = CircuitBreaker(int(self.settings["breaker_threshold"]),
+                                      float(self.settings["breaker_cooldown"]))
+        self._writer = SerialWorker(f"hermes-{self.settings_key}-sync")
+        self._prefetch = BackgroundSlot(f"hermes-{self.settings_key}-prefetch")
+        self.session_id = ""
+        self.agent_context = "primary"
+        self.platform = "cli"
+        self._closing = False  # shutdown started: no new work is accepted
+        self._closed = False  # the backend client is gone
+
+    # -- what a subclass provides ---------------------------------------------------------
+
+    def recall(self, query: str) -> str:
+        """The text recalled for ``query`` (runs in the background; ``""`` for nothing).
+        Failures should be logged and give ``""``."""
+        return ""
+
+    def close_backend(self) -> None:
+        """Release the backend client (called once by :meth:`shutdown`)."""
+
+    # -- availability and lifecycle -------------------------------------------------------
+
+    def is_available(self) -> bool:
+        # Only configuration and importable packages: never the network.
+        return not self.unavailable_reason()
+
+    def initialize(self, session_id: str, **kwargs: Any) -> None:
+        self.session_id = session_id
+        if kwargs.get("hermes_home"):
+            self.home = Path(kwargs["hermes_home"])
+        self.agent_context = str(kwargs.get("agent_context") or "primary")
+        self.platform = str(kwargs.get("platform") or "cli")
+
+    def shutdown(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if not self._writer.close(float(self.settings["sync_timeout"])):
+            log.warning("%s: shutdown before every queued write finished", self.settings_key)
+        self._prefetch.join(float(self.settings["prefetch_timeout"]))
+        self.close_backend()
+        self._closed = True
+
+    # -- backend calls and writes ---------------------------------------------------------
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` through the circuit breaker: :attr:`paused_error` while it is
+        open; a failure counts towards opening it, a success closes it."""
+        if not self.breaker.allow():
+            raise self.paused_error(
+                f"{self.settings_key} is paused for {self.breaker.retry_in():.0f}s after "
+                f"{self.breaker.failures} consecutive failures ({self.breaker.last_error})")
+        try:
+            out = fn()
+        except Exception as exc:
+            self.breaker.failure(exc)
+            raise
+        self.breaker.success()
+        return out
+
+    def writes_allowed(self) -> bool:
+        """Whether this agent may write: not shutting down and the primary agent (a
+        subagent or a cron run reads only)."""
+        return not self._closing and self.agent_context == "primary"
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue a write on the background worker, in order."""
+        self._writer.submit(fn, *args)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until queued writes have run (tests, shutdown); False on timeout."""
+        return self._writer.flush(timeout)
+
+    # -- recall ---------------------------------------------------------------------------
+
+    def _skip(self, query: str) -> bool:
+        from .runtime.memory_manager import is_trivial_prompt
+
+        return (self.skip_trivial_prompts and is_trivial_prompt(query)) or not self.breaker.allow()
+
+    def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
+        if self._closing or self._skip(query):
+            return
+        self._prefetch.start(self._queued_recall, query)
+
+    def _queued_recall(self, query: str) -> str:
+        # Let the writes queued before this point land first, so that the next turn
+        # also recalls what was just synced.
+        self._writer.flush(float(self.settings["sync_timeout"]))
+        return self.recall(query)
+
+    def prefetch(self, query: str, *, session_id: str = "") -> str:
+        # Serve what the last queue_prefetch warmed; on a cold start recall for this
+        # message. Either way wait at most prefetch_timeout: a late result is kept for
+        # the next turn instead of delaying this one.
+        if self._closing:
+            return ""
+        if not self._prefetch.pending:
+            if self._skip(query):
+                return ""
+            self._prefetch.start(self.recall, query)
+        return self._prefetch.take(float(self.settings["prefetch_timeout"])) or ""
+
+    def breaker_status(self) -> dict[str, Any]:
+        """Availability and circuit-breaker state, the common part of ``status()``."""
+        return {"provider": self.name, "available": self.is_available(),
+                "reason": self.unavailable_reason() or None, "breaker": self.breaker.status()}

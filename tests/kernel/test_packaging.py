@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
@@ -124,3 +126,76 @@ def test_content_text_flattens_every_message_shape():
     assert content_text(parts) == "a\nb\nc\n[image]\nnested\n[document]\nuntyped"
     assert content_text({"type": "text", "text": "one part"}) == "one part"
     assert content_text(42) == "42"
+
+
+def test_background_memory_provider_skeleton(kernel_factory, monkeypatch):
+    """What mem0 and Honcho share, exported: settings over defaults with an unset
+    {$env} as the reason, the kernel's env, breaker, serial writes, bounded prefetch."""
+    import threading
+
+    import hermes
+
+    monkeypatch.delenv("T_HERMES_UNSET", raising=False)
+
+    class Backend(hermes.BackgroundMemoryProvider):
+        settings_key = "t-backend"
+        defaults = {"prefetch_timeout": 2.0, "sync_timeout": 2.0, "breaker_threshold": 2,
+                    "breaker_cooldown": 60.0, "nested": {"a": 1, "b": 2}, "token": None}
+        paused_error = type("Paused", (hermes.HermesError,), {})
+        name = "t-backend"
+
+        def __init__(self, kernel=None, **kw):
+            super().__init__(kernel, **kw)
+            self.stored: list[str] = []
+            self.fail = False
+            self.closed = threading.Event()
+
+        def unavailable_reason(self):
+            return self.config_error
+
+        def get_tool_schemas(self):
+            return []
+
+        def recall(self, query):
+            return self.call(lambda: f"recalled {query} after {len(self.stored)} writes")
+
+        def sync_turn(self, user_content, assistant_content, *, session_id=""):
+            if self.writes_allowed():
+                self.submit(self.stored.append, user_content)
+
+        def close_backend(self):
+            self.closed.set()
+
+    kernel = kernel_factory(config={"plugins": {"t-backend": {"nested": {"b": 3}, "token": {"$env": "T_HERMES_UNSET"}}}})
+    p = Backend(kernel, settings={"prefetch_timeout": None})
+    assert p.settings["nested"] == {"a": 1, "b": 3} and p.settings["prefetch_timeout"] == 2.0
+    assert "T_HERMES_UNSET" in p.unavailable_reason() and not p.is_available()
+    assert p.env is kernel.env
+
+    p.initialize("s1", hermes_home=str(kernel.home), agent_context="primary", platform="cli")
+    p.sync_turn("first fact", "ok")
+    p.queue_prefetch("what do you know")
+    assert p.prefetch("what do you know") == "recalled what do you know after 1 writes"
+    assert p.prefetch("hi") == "", "trivial prompts are skipped"
+
+    def boom():
+        raise OSError("down")
+
+    for _ in range(2):
+        with pytest.raises(OSError):
+            p.call(boom)
+    with pytest.raises(p.paused_error, match="t-backend is paused for 60s after 2 consecutive failures"):
+        p.call(lambda: "never runs")
+    assert p.breaker_status()["breaker"]["open"] is True
+
+    sub = Backend(kernel)
+    sub.initialize("s2", agent_context="subagent")
+    sub.sync_turn("not stored", "")
+    assert sub.flush(2) and sub.stored == []
+
+    p.sync_turn("second fact", "ok")
+    p.shutdown()
+    assert p.stored == ["first fact", "second fact"] and p.closed.is_set()
+    p.sync_turn("after shutdown", "")
+    assert p.stored == ["first fact", "second fact"]
+    sub.shutdown()

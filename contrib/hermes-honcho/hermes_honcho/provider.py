@@ -14,16 +14,14 @@ server, never at import time.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
-import os
 import re
 import threading
 from typing import Any
 
 import hermes
-from hermes import BackgroundSlot, CircuitBreaker, SerialWorker, is_trivial_prompt
+from hermes import is_trivial_prompt
 
 log = logging.getLogger("hermes.honcho")
 
@@ -108,22 +106,19 @@ class HonchoPaused(hermes.HermesError):
     """The circuit breaker is open: Honcho failed repeatedly and is skipped for a while."""
 
 
-class HonchoProvider(hermes.MemoryProvider):
+class HonchoProvider(hermes.BackgroundMemoryProvider):
     """User modelling in Honcho. Built by the kernel as ``HonchoProvider(kernel)``;
-    ``settings`` (tests, embedding) overrides ``plugins.honcho`` from the config."""
+    ``settings`` (tests, embedding) overrides ``plugins.honcho`` from the config. The
+    background skeleton is :class:`hermes.BackgroundMemoryProvider`."""
+
+    settings_key = "honcho"
+    defaults = DEFAULTS
+    paused_error = HonchoPaused
+    skip_trivial_prompts = False  # a greeting still gets the user's peer card
 
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
-        configured, self.config_error = kernel.config.plugin_lenient("honcho") if kernel is not None else ({}, "")
-        # The kernel's environment (process over $HERMES_HOME/.env), never another home's.
-        self.env = getattr(kernel, "env", None) or os.environ
-        merged = dict(DEFAULTS)
-        for source in (configured, settings or {}):
-            merged.update({k: v for k, v in source.items() if v is not None})
-        self.settings = merged
-        self.breaker = CircuitBreaker(int(merged["breaker_threshold"]),
-                                      float(merged["breaker_cooldown"]))
-        self._writer = SerialWorker("hermes-honcho-sync")
-        self._prefetch = BackgroundSlot("hermes-honcho-prefetch")
+        super().__init__(kernel, settings=settings)
+        merged = self.settings
         self._lock = threading.RLock()
         self._client: Any = None
         self._http: Any = None
@@ -131,10 +126,6 @@ class HonchoProvider(hermes.MemoryProvider):
         self._sessions: dict[str, Any] = {}
         self.user_peer_id = honcho_id(merged["user_peer"] or self.env.get("USER") or "", "user")
         self.ai_peer_id = honcho_id(merged["ai_peer"], "hermes")
-        self.session_id = ""  # the Honcho session of this conversation
-        self.agent_context = "primary"
-        self._closing = False
-        self._closed = False
 
     # -- identity and availability --------------------------------------------------------
 
@@ -160,25 +151,21 @@ class HonchoProvider(hermes.MemoryProvider):
     def unavailable_reason(self) -> str:
         if self.config_error:
             return self.config_error
-        if not _importable("honcho"):
+        if not hermes.importable("honcho"):
             return "the honcho-ai package is not installed (pip install honcho-ai)"
         if not self.api_key and not self.base_url:
             return ("no Honcho API key: set HONCHO_API_KEY (plugins.honcho.api_key: "
                     "{$env: HONCHO_API_KEY}), or plugins.honcho.base_url for a self-hosted server")
         return ""
 
-    def is_available(self) -> bool:
-        # Only configuration and an importable package: never the network.
-        return not self.unavailable_reason()
-
     # -- lifecycle ------------------------------------------------------------------------
 
     def initialize(self, session_id: str, **kwargs: Any) -> None:
+        super().initialize(session_id, **kwargs)
         if kwargs.get("user_id"):
             # A gateway user is their own peer.
             self.user_peer_id = honcho_id(str(kwargs["user_id"]), "user")
             self._peer_objs = None
-        self.agent_context = str(kwargs.get("agent_context") or "primary")
         self.session_id = honcho_id(session_id, "default")
 
     def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "",
@@ -188,13 +175,7 @@ class HonchoProvider(hermes.MemoryProvider):
         if reset or not parent_session_id or not self.session_id:
             self.session_id = honcho_id(new_session_id, "default")
 
-    def shutdown(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        if not self._writer.close(float(self.settings["sync_timeout"])):
-            log.warning("honcho: shutdown before every queued message was sent")
-        self._prefetch.join(float(self.settings["prefetch_timeout"]))
+    def close_backend(self) -> None:
         with self._lock:
             http, self._http, self._client, self._closed = self._http, None, None, True
             self._peer_objs, self._sessions = None, {}
@@ -245,20 +226,6 @@ class HonchoProvider(hermes.MemoryProvider):
                 self._sessions[session_id] = self._get_client().session(session_id, peers=[user, ai])
             return self._sessions[session_id]
 
-    def _call(self, fn: Any) -> Any:
-        """Run ``fn()`` through the circuit breaker."""
-        if not self.breaker.allow():
-            raise HonchoPaused(
-                f"honcho is paused for {self.breaker.retry_in():.0f}s after "
-                f"{self.breaker.failures} consecutive failures ({self.breaker.last_error})")
-        try:
-            out = fn()
-        except Exception as exc:
-            self.breaker.failure(exc)
-            raise
-        self.breaker.success()
-        return out
-
     # -- recall -----------------------------------------------------------------------------
 
     def peer_context(self, query: str = "") -> tuple[list[str], str]:
@@ -270,10 +237,10 @@ class HonchoProvider(hermes.MemoryProvider):
                                     search_top_k=int(self.settings["search_top_k"]))
             return user.context()
 
-        ctx = self._call(fetch)
+        ctx = self.call(fetch)
         return list(ctx.peer_card or []), str(ctx.representation or "").strip()
 
-    def _recall(self, query: str) -> str:
+    def recall(self, query: str) -> str:
         try:
             card, representation = self.peer_context(query)
         except Exception as exc:
@@ -286,37 +253,15 @@ class HonchoProvider(hermes.MemoryProvider):
             parts.append("## Honcho: what is known about the user\n" + representation)
         return "\n\n".join(parts)
 
-    def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
-        if self._closing or not self.breaker.allow():
-            return
-        self._prefetch.start(self._queued_recall, query)
-
-    def _queued_recall(self, query: str) -> str:
-        # Let the writes queued before this point land first, so that the next turn
-        # also recalls what was just synced.
-        self._writer.flush(float(self.settings["sync_timeout"]))
-        return self._recall(query)
-
-    def prefetch(self, query: str, *, session_id: str = "") -> str:
-        # Serve what the last queue_prefetch warmed; on a cold start fetch now. Either way
-        # wait at most prefetch_timeout; a late result is kept for the next turn.
-        if self._closing:
-            return ""
-        if not self._prefetch.pending:
-            if not self.breaker.allow():
-                return ""
-            self._prefetch.start(self._recall, query)
-        return self._prefetch.take(float(self.settings["prefetch_timeout"])) or ""
-
     # -- sync -------------------------------------------------------------------------------
 
     def sync_turn(self, user_content: str, assistant_content: str, *,
                   session_id: str = "") -> None:
-        if self._closing or self.agent_context != "primary":
+        if not self.writes_allowed():
             return
         if not (user_content or "").strip() and not (assistant_content or "").strip():
             return
-        self._writer.submit(self._send, self.session_id or honcho_id(session_id, "default"),
+        self.submit(self._send, self.session_id or honcho_id(session_id, "default"),
                             user_content or "", assistant_content or "")
 
     def _send(self, session_id: str, user_content: str, assistant_content: str) -> None:
@@ -335,13 +280,9 @@ class HonchoProvider(hermes.MemoryProvider):
                 session.add_messages(messages[start:start + 100])
 
         try:
-            self._call(send)
+            self.call(send)
         except Exception as exc:
             log.warning("honcho sync failed: %s", exc)
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until queued messages have been sent (tests, shutdown)."""
-        return self._writer.flush(timeout)
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -351,7 +292,7 @@ class HonchoProvider(hermes.MemoryProvider):
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         try:
             if tool_name == "honcho_profile":
-                card = self._call(lambda: self._peers()[0].get_card()) or []
+                card = self.call(lambda: self._peers()[0].get_card()) or []
                 return json.dumps({"peer": self.user_peer_id, "card": list(card)})
             if tool_name == "honcho_search":
                 return self._search(args)
@@ -374,7 +315,7 @@ class HonchoProvider(hermes.MemoryProvider):
             representation = user.representation(search_query=query, search_top_k=limit)
             return representation, user.search(query, limit=limit)
 
-        representation, messages = self._call(search)
+        representation, messages = self.call(search)
         return json.dumps({
             "representation": representation or "",
             "messages": [{"content": m.content, "session": m.session_id,
@@ -383,7 +324,7 @@ class HonchoProvider(hermes.MemoryProvider):
 
     def _context(self, args: dict[str, Any]) -> str:
         tokens = max(100, int(args.get("tokens") or self.settings["context_tokens"]))
-        ctx = self._call(lambda: self._session(self.session_id).context(
+        ctx = self.call(lambda: self._session(self.session_id).context(
             summary=True, tokens=tokens, peer_target=self.user_peer_id))
         return json.dumps({
             "session": self.session_id,
@@ -399,7 +340,7 @@ class HonchoProvider(hermes.MemoryProvider):
         if bool(delete_id) == bool(conclusion):
             return json.dumps({"error": "give exactly one of conclusion or delete_id"})
         if delete_id:
-            self._call(lambda: self._peers()[0].conclusions.delete(delete_id))
+            self.call(lambda: self._peers()[0].conclusions.delete(delete_id))
             return json.dumps({"success": True, "deleted": delete_id})
 
         def create() -> Any:
@@ -407,7 +348,7 @@ class HonchoProvider(hermes.MemoryProvider):
             self._session(self.session_id)  # a conclusion names an existing session
             return user.conclusions.create([{"content": conclusion, "session_id": self.session_id}])
 
-        created = self._call(create)
+        created = self.call(create)
         return json.dumps({"success": True, "id": created[0].id if created else None})
 
     # -- setup and status -------------------------------------------------------------------
@@ -425,16 +366,6 @@ class HonchoProvider(hermes.MemoryProvider):
 
     def status(self) -> dict[str, Any]:
         """Where it points and circuit-breaker state, for status output."""
-        return {"provider": self.name, "base_url": self.base_url or "(Honcho cloud)",
+        return {**self.breaker_status(), "base_url": self.base_url or "(Honcho cloud)",
                 "workspace": self.workspace, "user_peer": self.user_peer_id,
-                "ai_peer": self.ai_peer_id, "session": self.session_id,
-                "available": self.is_available(), "reason": self.unavailable_reason() or None,
-                "breaker": self.breaker.status()}
-
-
-def _importable(module: str) -> bool:
-    """Whether ``module`` can be imported, without importing it."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # ValueError: sys.modules holds None (blocked)
-        return False
+                "ai_peer": self.ai_peer_id, "session": self.session_id}

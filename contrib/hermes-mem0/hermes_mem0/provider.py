@@ -13,7 +13,6 @@ configured instead). Both clients share ``add`` / ``search`` / ``delete``.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -22,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import hermes
-from hermes import BackgroundSlot, CircuitBreaker, SerialWorker, is_trivial_prompt
 
 log = logging.getLogger("hermes.mem0")
 
@@ -94,16 +92,6 @@ class Mem0Paused(hermes.HermesError):
     """The circuit breaker is open: mem0 failed repeatedly and is skipped for a while."""
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in (override or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        elif value is not None:
-            out[key] = value
-    return out
-
-
 def _results(response: Any) -> list[dict[str, Any]]:
     """The memory list of a mem0 response, whichever client and version answered."""
     if isinstance(response, dict):
@@ -111,35 +99,28 @@ def _results(response: Any) -> list[dict[str, Any]]:
     return [r for r in (response or []) if isinstance(r, dict)]
 
 
-class Mem0Provider(hermes.MemoryProvider):
+class Mem0Provider(hermes.BackgroundMemoryProvider):
     """Long-term memory in mem0: recall by search before each turn, extraction of new
-    facts from each finished exchange, three tools, and a circuit breaker.
+    facts from each finished exchange, three tools, and a circuit breaker (the
+    background skeleton is :class:`hermes.BackgroundMemoryProvider`).
 
     Built by the kernel as ``Mem0Provider(kernel)``; ``settings`` (tests, embedding)
     overrides ``plugins.mem0`` from the config.
     """
 
+    settings_key = "mem0"
+    defaults = DEFAULTS
+    paused_error = Mem0Paused
+
     def __init__(self, kernel: Any = None, *, settings: dict[str, Any] | None = None):
-        configured, self.config_error = kernel.config.plugin_lenient("mem0") if kernel is not None else ({}, "")
-        # The kernel's environment (process over $HERMES_HOME/.env), never another home's.
-        self.env = getattr(kernel, "env", None) or os.environ
-        self.settings = _merge(_merge(DEFAULTS, configured), settings or {})
-        self.home = Path(kernel.home) if kernel is not None else None
+        super().__init__(kernel, settings=settings)
         s = self.settings
-        self.breaker = CircuitBreaker(int(s["breaker_threshold"]), float(s["breaker_cooldown"]))
-        self._writer = SerialWorker("hermes-mem0-sync")
-        self._prefetch = BackgroundSlot("hermes-mem0-prefetch")
         self._client: Any = None
         self._client_lock = threading.Lock()
         # Local Qdrant is not thread-safe: serialize every call in local mode.
         self._io_lock: Any = threading.RLock()
-        self.session_id = ""
         self.user_id = str(s["user_id"] or self.env.get("MEM0_USER_ID") or "hermes-user")
         self.agent_id = str(s["agent_id"] or self.env.get("MEM0_AGENT_ID") or "hermes")
-        self.agent_context = "primary"
-        self.platform = "cli"
-        self._closing = False  # shutdown started: no new work is accepted
-        self._closed = False  # the client is gone
 
     # -- identity and availability ------------------------------------------------------
 
@@ -178,7 +159,7 @@ class Mem0Provider(hermes.MemoryProvider):
     def unavailable_reason(self) -> str:
         if self.config_error:
             return self.config_error
-        if not _importable("mem0"):
+        if not hermes.importable("mem0"):
             return "the mem0ai package is not installed (pip install mem0ai)"
         mode = str(self.settings.get("mode") or "auto").lower()
         if mode not in ("auto", "platform", "local"):
@@ -193,33 +174,18 @@ class Mem0Provider(hermes.MemoryProvider):
                     "(plugins.mem0.llm.base_url) for local mode")
         return ""
 
-    def is_available(self) -> bool:
-        # Only configuration and an importable package: never the network.
-        return not self.unavailable_reason()
-
     # -- lifecycle ------------------------------------------------------------------------
 
     def initialize(self, session_id: str, **kwargs: Any) -> None:
-        self.session_id = session_id
-        if kwargs.get("hermes_home"):
-            self.home = Path(kwargs["hermes_home"])
+        super().initialize(session_id, **kwargs)
         if kwargs.get("user_id"):
             self.user_id = str(kwargs["user_id"])  # a gateway user gets their own memories
-        self.agent_context = str(kwargs.get("agent_context") or "primary")
-        self.platform = str(kwargs.get("platform") or "cli")
 
     def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "",
                           reset: bool = False, **kwargs: Any) -> None:
         self.session_id = new_session_id
 
-    def shutdown(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        drained = self._writer.close(float(self.settings["sync_timeout"]))
-        if not drained:
-            log.warning("mem0: shutdown before every queued write finished")
-        self._prefetch.join(float(self.settings["prefetch_timeout"]))
+    def close_backend(self) -> None:
         with self._client_lock:
             client, self._client, self._closed = self._client, None, True
         if client is not None:
@@ -269,7 +235,7 @@ class Mem0Provider(hermes.MemoryProvider):
             "vector_store": {"provider": provider, "config": store_cfg},
             "history_db_path": str(s.get("history_db_path") or data / "history.db"),
         }
-        return _merge(config, s.get("config") or {})
+        return hermes.merge_settings(config, s.get("config") or {})
 
     def _get_client(self) -> Any:
         with self._client_lock:
@@ -300,19 +266,13 @@ class Mem0Provider(hermes.MemoryProvider):
 
     def _call(self, fn: Any) -> Any:
         """Run ``fn(client)`` through the circuit breaker."""
-        if not self.breaker.allow():
-            raise Mem0Paused(
-                f"mem0 is paused for {self.breaker.retry_in():.0f}s after "
-                f"{self.breaker.failures} consecutive failures ({self.breaker.last_error})")
-        try:
+
+        def with_client() -> Any:
             client = self._get_client()
             with self._io_lock:
-                out = fn(client)
-        except Exception as exc:
-            self.breaker.failure(exc)
-            raise
-        self.breaker.success()
-        return out
+                return fn(client)
+
+        return self.call(with_client)
 
     # -- operations -------------------------------------------------------------------------
 
@@ -339,7 +299,7 @@ class Mem0Provider(hermes.MemoryProvider):
 
     # -- recall -----------------------------------------------------------------------------
 
-    def _recall(self, query: str) -> str:
+    def recall(self, query: str) -> str:
         try:
             hits = self.search(query)
         except Exception as exc:
@@ -348,43 +308,18 @@ class Mem0Provider(hermes.MemoryProvider):
         lines = [f"- {h.get('memory')}" for h in hits if h.get("memory")]
         return "## Mem0 memories\n" + "\n".join(lines) if lines else ""
 
-    def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
-        if self._closing or is_trivial_prompt(query) or not self.breaker.allow():
-            return
-        self._prefetch.start(self._queued_recall, query)
-
-    def _queued_recall(self, query: str) -> str:
-        # Let the writes queued before this point land first, so that the next turn
-        # also recalls what was just synced.
-        self._writer.flush(float(self.settings["sync_timeout"]))
-        return self._recall(query)
-
-    def prefetch(self, query: str, *, session_id: str = "") -> str:
-        # Serve what the last queue_prefetch warmed; on a cold start search for this
-        # message. Either way wait at most prefetch_timeout: a late result is kept
-        # for the next turn instead of delaying this one.
-        if self._closing:
-            return ""
-        if not self._prefetch.pending:
-            if is_trivial_prompt(query) or not self.breaker.allow():
-                return ""
-            self._prefetch.start(self._recall, query)
-        return self._prefetch.take(float(self.settings["prefetch_timeout"])) or ""
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _writes_allowed(self) -> bool:
-        return not self._closing and self.agent_context == "primary"
-
     def sync_turn(self, user_content: str, assistant_content: str, *,
                   session_id: str = "") -> None:
-        if not self._writes_allowed() or not (user_content or "").strip():
+        if not self.writes_allowed() or not (user_content or "").strip():
             return
         messages = [{"role": "user", "content": user_content}]
         if (assistant_content or "").strip():
             messages.append({"role": "assistant", "content": assistant_content})
         meta = {"session_id": session_id or self.session_id}
-        self._writer.submit(self._background_write, messages, bool(self.settings["infer"]), meta)
+        self.submit(self._background_write, messages, bool(self.settings["infer"]), meta)
 
     def _background_write(self, content: Any, infer: bool, meta: dict[str, Any]) -> None:
         if not self.breaker.allow():
@@ -397,12 +332,12 @@ class Mem0Provider(hermes.MemoryProvider):
 
     def on_memory_write(self, action: str, target: str, content: str,
                         metadata: dict[str, Any] | None = None) -> None:
-        if not self._writes_allowed() or not self.settings.get("mirror_builtin", True):
+        if not self.writes_allowed() or not self.settings.get("mirror_builtin", True):
             return
         metadata = metadata or {}
         # previous_content is the whole old entry; old_text only the substring naming it.
         old = metadata.get("previous_content") or metadata.get("old_text")
-        self._writer.submit(self._mirror, action, target, content or "", old)
+        self.submit(self._mirror, action, target, content or "", old)
 
     def _mirror(self, action: str, target: str, content: str, old: str | None) -> None:
         """Mirror one committed built-in write: a removal or replacement deletes the
@@ -419,10 +354,6 @@ class Mem0Provider(hermes.MemoryProvider):
                          metadata={"source": "hermes-builtin", "target": target})
         except Exception as exc:
             log.warning("mem0 mirror of a built-in %s failed: %s", action, exc)
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until queued writes have run (tests, shutdown); False on timeout."""
-        return self._writer.flush(timeout)
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -475,17 +406,7 @@ class Mem0Provider(hermes.MemoryProvider):
 
     def status(self) -> dict[str, Any]:
         """Mode, scope and circuit-breaker state, for status output."""
-        return {"provider": self.name, "mode": self.mode or None, "user_id": self.user_id,
-                "available": self.is_available(), "reason": self.unavailable_reason() or None,
-                "breaker": self.breaker.status()}
-
-
-def _importable(module: str) -> bool:
-    """Whether ``module`` can be imported, without importing it."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # ValueError: sys.modules holds None (blocked)
-        return False
+        return {**self.breaker_status(), "mode": self.mode or None, "user_id": self.user_id}
 
 
 def _close_client(client: Any) -> None:
