@@ -1,66 +1,97 @@
 """The shared threat scanner: prompt injection, exfiltration and invisible Unicode.
 
 Anything that ends up in the system prompt from a file a model or a stranger could have
-written — memory entries, context files (``AGENTS.md``, ``SOUL.md`` …), skills — is
-scanned here first. The public entry point is :func:`scan_for_threats`::
+written — memory entries, context files (``AGENTS.md``, ``SOUL.md`` …), skills, recalled
+text — is scanned here first. The public entry point is :func:`scan_for_threats`::
 
     from hermes import scan_for_threats
 
-    threats = scan_for_threats(text, scope="context")
+    threats = scan_for_threats(text, scope="context_file")
     if threats:
-        ids = ", ".join(t.id for t in threats)       # e.g. "prompt_injection, exfil_curl"
+        ids = ", ".join(t.id for t in threats)       # e.g. "override_your_rules, exfil_file_upload"
         text = f"[BLOCKED: AGENTS.md contained potential prompt injection ({ids}).]"
+
+The scanner is **data plus a small engine**. The rules live in ``threat_rules.yaml`` next
+to this module (loaded on the first scan, never at ``import hermes``); each has an id, a
+threat ``kind``, the ``scopes`` it applies to, a ``weight`` and a regular expression. A
+text is blocked when the weights of the distinct rules it trips add up to the file's
+``threshold`` (1.0): a strong rule blocks alone, two weak hints (0.5 each) block together.
+Adding a rule means adding an entry to the YAML file; see docs/memory.md.
 
 How a text is scanned:
 
 1. At most ``max_chars`` (default :data:`MAX_SCAN_CHARS`, 65,536) characters are
    examined, so a huge input can never make the scan slow. A longer text is reported
-   as the finding ``oversized_input`` — the unscanned tail could hide anything — so
-   callers that want to accept long text must cut it *before* scanning.
+   as the finding ``oversized_input`` — the unscanned tail could hide anything.
 2. Invisible and bidirectional-control characters are looked for in the **raw** text;
-   each distinct one is a finding ``invisible_unicode_U+XXXX``.
-3. The text is then NFKC-normalised (full-width ``ｉｇｎｏｒｅ`` becomes ``ignore``), common
-   Cyrillic/Greek look-alike letters are folded to Latin, and format characters are
-   removed (so ``ig\\u00adnore`` cannot split a keyword); then every pattern of the
-   scope is searched, case-insensitively. Keyword gaps are bounded (at most a few words
-   between keywords), so no pattern can backtrack catastrophically.
+   each distinct one is a finding ``invisible_unicode_U+XXXX`` — except where they are
+   ordinary writing: one leading byte-order mark, a zero-width joiner inside an emoji
+   sequence (👩‍💻), joiners between letters of scripts that need them (Persian, Indic),
+   tag characters of an emoji flag (🏴 England), and embeddings/isolates in text that
+   has right-to-left letters. Overrides (U+202D/U+202E) are always reported.
+3. The text is normalised: NFKC (full-width ``ｉｇｎｏｒｅ`` becomes ``ignore``), common
+   Cyrillic/Greek look-alike letters folded to Latin, format characters removed (so
+   ``ig\\u00adnore`` cannot split a keyword).
+4. Bounded decoding adds *layers* that are scanned too: base64 and hex runs that decode
+   to readable text, HTML entities, percent-encoding, the text reversed, and ROT13 when
+   the text mentions it. At most :data:`MAX_DECODED` runs, each at most 4 KB.
+5. A cheap prefilter (the words and substrings each rule lists under ``any``) decides
+   which rules' expressions run at all; every gap in a pattern is bounded, so no rule can
+   backtrack catastrophically (tests/kernel/test_safety.py runs each against adversarial
+   input under a hang guard).
 
-Scopes are cumulative — ``"all"`` ⊂ ``"context"`` ⊂ ``"strict"``:
-
-* ``all``: unambiguous injection and exfiltration (safe for any text, tool results too);
-* ``context``: adds role hijacking, system-prompt leaks, C2 and anti-forensics
-  vocabulary (what context files are checked against);
-* ``strict``: adds secrets-adjacent rules that are too strict for project files but
-  right for memory, which a user can always fix (ssh keys, ``~/.hermes/.env``, sending
-  data to URLs, editing agent config files, hard-coded secrets).
-
-Each finding is a :class:`Threat` with a stable ``id`` (the ids in :data:`THREAT_PATTERNS`
-plus ``invisible_unicode_U+XXXX`` and ``oversized_input``). The scanner only reports;
-what to do (refuse a write, show a placeholder) is the caller's choice.
+Each finding is a :class:`Threat` naming the rule (``id``, ``kind``), the matched text
+(``excerpt``), where it is (``span`` in the raw text, ``layer`` = ``text``, ``base64`` …)
+and its ``weight``. The scanner only reports; what to do (refuse a write, show a
+placeholder) is the caller's choice.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import codecs
+import html
 import re
 import unicodedata
-from dataclasses import dataclass
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "INVISIBLE_CHARS",
     "MAX_SCAN_CHARS",
     "SCOPES",
-    "THREAT_PATTERNS",
+    "RuleSet",
+    "ScanReport",
     "Threat",
     "ThreatPattern",
+    "ThreatRule",
+    "load_rules",
     "normalize_for_scan",
+    "scan",
     "scan_for_threats",
 ]
 
 #: The most characters one scan examines.
 MAX_SCAN_CHARS = 65_536
 
-#: Scope names, narrowest first; each includes the patterns of the ones before it.
-SCOPES: tuple[str, ...] = ("all", "context", "strict")
+#: The most encoded runs (base64, hex) decoded per layer, and the longest one decoded.
+MAX_DECODED = 16
+_MAX_RUN = 4096
+
+#: Where scanned text comes from. A rule lists the scopes it applies to.
+SCOPES: tuple[str, ...] = ("memory", "context_file", "skill", "recall")
+
+#: The scope names of the first scanner, still accepted: ``strict`` was memory's,
+#: ``context`` context files' and ``all`` the narrowest (any text, e.g. recalled text).
+SCOPE_ALIASES: dict[str, str] = {"strict": "memory", "context": "context_file", "all": "recall"}
+
+#: The rules file shipped in the package.
+RULES_PATH = Path(__file__).with_name("threat_rules.yaml")
 
 #: Zero-width characters, invisible operators and bidi embedding/override/isolate
 #: controls: they hide or reorder text so that what a human reviews differs from what
@@ -77,10 +108,24 @@ INVISIBLE_CHARS: frozenset[str] = frozenset(
 # Unicode "tag" characters (U+E0000–U+E007F) mirror ASCII invisibly ("ASCII smuggling");
 # they are reported like the invisible characters above.
 _INVISIBLE_RE = re.compile("[" + "".join(sorted(INVISIBLE_CHARS)) + "\U000e0000-\U000e007f]")
+# Embeddings and isolates are how right-to-left text is laid out; overrides never are.
+_BIDI_LAYOUT = frozenset("\u202a\u202b\u202c\u2066\u2067\u2068\u2069")
+_RTL_LETTER_RE = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
+# 🏴 followed by tag letters and CANCEL TAG is an emoji subdivision flag (England …).
+_EMOJI_FLAG_RE = re.compile("\U0001f3f4[\U000e0020-\U000e007e]{1,8}\U000e007f")
 
-# Look-alike letters NFKC leaves alone (Cyrillic and Greek); folding them lets "іgnore"
-# with a Cyrillic і match. Only an adversarial text turns into an English injection
-# phrase after this folding, so real Cyrillic or Greek prose is not at risk.
+# Format characters (category Cf) removed before matching: written as ranges so that
+# removing them is one regex pass rather than a category lookup per character.
+_FORMAT_RE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+
+# Look-alike letters NFKC leaves alone (Cyrillic, Greek, Armenian); folding them lets
+# "іgnore" with a Cyrillic і match. Only an adversarial text turns into an English
+# injection phrase after this folding; rules for Russian or Greek are written so that
+# they still match after it (the folded letters are listed in docs/memory.md).
 _CONFUSABLES = str.maketrans({
     "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i",
     "ј": "j", "ѕ": "s", "ԁ": "d", "ӏ": "l", "һ": "h", "ԛ": "q", "ԝ": "w", "ո": "n",
@@ -89,178 +134,275 @@ _CONFUSABLES = str.maketrans({
     "α": "a", "ε": "e", "ι": "i", "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "ν": "v",
     "κ": "k", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K",
     "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    "ɡ": "g", "ı": "i", "ℓ": "l", "ս": "u", "օ": "o",
+    # Lower-case partners of folded capitals, so that folding commutes with case
+    # (a rule written in lower case still matches text written in capitals).
+    "в": "b", "к": "k", "м": "m", "н": "h", "т": "t", "β": "b", "ζ": "z", "η": "h",
+    "μ": "m", "χ": "x",
 })
 
-# A bounded gap of up to N words between keywords: `(?:\w+\W+){0,N}?`.
-_W3 = r"(?:[\w'’-]+\s+){0,3}?"
-_W4 = r"(?:[\w'’-]+\s+){0,4}?"
-_W8 = r"(?:[\w'’-]+\s+){0,8}?"
-_SECRET_VAR = r"\$\{?\w*(?:KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)(?:\}|\b)"
-_AGENT_FILES = r"(?:AGENTS\.md|CLAUDE\.md|GEMINI\.md|\.cursorrules|\.clinerules|\.windsurfrules)"
-_HERMES_FILES = r"(?:\.hermes/config\.ya?ml|SOUL\.md)"
-_EDIT_VERBS = r"(?:modify|edit|change|overwrite|rewrite|update|append\s+to|write\s+to|add\s+to|replace)"
-
-
-@dataclass(frozen=True)
-class ThreatPattern:
-    """One rule of the scanner: a stable ``id``, the narrowest ``scope`` it belongs to,
-    a one-line ``description`` and the compiled ``regex`` (searched on normalised text)."""
-
-    id: str
-    scope: str
-    description: str
-    regex: re.Pattern[str]
-    #: When set, ``regex`` only delimits candidate spans (matched without overlap, so
-    #: the scan stays linear) and this is what must occur inside one.
-    inner: re.Pattern[str] | None = None
-
-    def search(self, text: str) -> str | None:
-        """The matched text in ``text`` (already normalised), or ``None``."""
-        if self.inner is None:
-            match = self.regex.search(text)
-            return match.group(0) if match else None
-        for span in self.regex.finditer(text):
-            if self.inner.search(span.group(0)):
-                return span.group(0)
-        return None
+_WORD_RE = re.compile(r"\w+")
+_BASE64_RUN_RE = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{16,4096}={0,2}")
+_HEX_RUN_RE = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){10,2048}(?![0-9A-Fa-f])|(?:\\x[0-9A-Fa-f]{2}){6,2048}")
+_PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+_ENTITY_RE = re.compile(r"&(?:#\d{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});")
+_DEF_RE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
+# A negation just before a match ("never print the .env") turns an order into a rule
+# the user wrote; used by rules marked ``negatable``.
+_NEGATION_RE = re.compile(
+    r"(?:\b(?:never|not|don'?t|doesn'?t|shouldn'?t|mustn'?t|avoid|without|no)\b|n't)[^.!?\n]{0,30}$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
 class Threat:
     """One finding of :func:`scan_for_threats`.
 
-    ``id`` is stable and machine-readable (``prompt_injection``,
-    ``invisible_unicode_U+200B``, ``oversized_input`` …); ``description`` says what it
-    means in words; ``excerpt`` is the matched text (normalised, at most 80 characters)
-    so a user can find it.
+    ``id`` is stable and machine-readable (the rule's id, ``invisible_unicode_U+200B``,
+    ``oversized_input``); ``description`` says what it means in words; ``excerpt`` is
+    the matched text (normalised or decoded, at most 80 characters). ``kind`` is the
+    threat family (``override``, ``exfiltration`` …), ``weight`` the rule's weight,
+    ``span`` the ``(start, end)`` of the match in the scanned text (``None`` when it
+    cannot be mapped back, e.g. in a percent-decoded copy) and ``layer`` where it was
+    found: ``text`` or the decoding (``base64``, ``hex``, ``html``, ``percent``,
+    ``reversed``, ``rot13``).
     """
 
     id: str
     description: str
     excerpt: str = ""
+    kind: str = ""
+    weight: float = 1.0
+    span: tuple[int, int] | None = None
+    layer: str = "text"
 
     def __str__(self) -> str:
-        return self.id
+        where = f" (in {self.layer}-decoded text)" if self.layer != "text" else ""
+        return f"{self.id}: {self.excerpt!r}{where}" if self.excerpt else self.id
 
 
-def _p(id: str, scope: str, description: str, pattern: str, flags: int = re.IGNORECASE,
-       inner: str | None = None) -> ThreatPattern:
-    return ThreatPattern(id, scope, description, re.compile(pattern, flags),
-                         re.compile(inner, flags) if inner else None)
+@dataclass(frozen=True)
+class ThreatRule:
+    """One rule of the scanner, as written in ``threat_rules.yaml``.
+
+    ``pattern`` is searched on normalised text (case-insensitive unless ``case``
+    is ``sensitive``); ``inner`` must then occur inside a match and ``unless`` must not;
+    ``negatable`` skips a match preceded by a negation ("never …"). ``any`` lists words
+    (or, for scripts without spaces and for symbols, substrings) of which at least one
+    must be in the text for the pattern to run at all — the prefilter that keeps a scan
+    cheap. Expressions are compiled on first use.
+    """
+
+    id: str
+    kind: str
+    description: str
+    pattern: str
+    scopes: frozenset[str] = frozenset(SCOPES)
+    weight: float = 1.0
+    inner: str | None = None
+    unless: str | None = None
+    negatable: bool = False
+    any: frozenset[str] = frozenset()
+    flags: int = re.IGNORECASE
+    #: How many characters around a match ``inner``, ``unless`` and the negation check
+    #: also look at (the verb before a file name, the addressee after an order).
+    window: int = 0
+
+    @property
+    def scope(self) -> str:
+        """The scopes as one string (the first scanner had one scope per pattern)."""
+        return ",".join(s for s in SCOPES if s in self.scopes)
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern, self.flags)
+
+    @cached_property
+    def _inner(self) -> re.Pattern[str] | None:
+        return re.compile(self.inner, self.flags) if self.inner else None
+
+    @cached_property
+    def _unless(self) -> re.Pattern[str] | None:
+        return re.compile(self.unless, self.flags) if self.unless else None
+
+    def find(self, text: str) -> tuple[int, int] | None:
+        """The span of the first acceptable match in ``text`` (normalised), or ``None``."""
+        simple = self.inner is None and self.unless is None and not self.negatable
+        if simple:
+            match = self.regex.search(text)
+            return match.span() if match else None
+        # Matches do not overlap, so this loop is linear in the text; bounded anyway
+        # (generously: decoys before the real match must not hide it).
+        for n, match in enumerate(self.regex.finditer(text)):
+            if n >= 1024:
+                break
+            start, end = match.span()
+            found = text[max(0, start - self.window):end + self.window] if self.window else match.group(0)
+            if self._inner is not None and not self._inner.search(found):
+                continue
+            if self._unless is not None and self._unless.search(found):
+                continue
+            if self.negatable and _NEGATION_RE.search(text, max(0, match.start() - 40), match.start()):
+                continue
+            return match.span()
+        return None
+
+    def search(self, text: str) -> str | None:
+        """The matched text in ``text`` (already normalised), or ``None``."""
+        span = self.find(text)
+        return text[span[0]:span[1]] if span else None
 
 
-#: Every pattern, in reporting order.
-THREAT_PATTERNS: tuple[ThreatPattern, ...] = (
-    # -- all: unambiguous injection and exfiltration ----------------------------------
-    _p("prompt_injection", "all", "asks the model to ignore earlier instructions",
-       rf"\bignore\s+{_W8}(?:previous|all|above|prior|earlier|preceding|former)\s+{_W8}"
-       r"(?:instructions|directions|directives|prompts?)\b"),
-    _p("sys_prompt_override", "all", "claims to override the system prompt",
-       r"\bsystem\s+prompt\s+override\b|\boverride\s+(?:the\s+|your\s+)?system\s+prompt\b"),
-    _p("disregard_rules", "all", "asks the model to disregard its rules",
-       rf"\bdisregard\s+{_W3}(?:your|all|any|the|previous|prior)\s+{_W3}"
-       r"(?:instructions|rules|guidelines|directives|policies)\b"),
-    _p("bypass_restrictions", "all", "asks the model to act without restrictions",
-       r"\bact\s+as\s+(?:if|though)\s+you\s+(?:have\s+no|don'?t\s+have|do\s+not\s+have)\s+"
-       rf"{_W3}(?:restrictions|limits|limitations|rules|guidelines|filters)\b"),
-    _p("html_comment_injection", "all", "hides instructions in an HTML comment",
-       r"<!--(?:(?!-->).){0,2000}", re.IGNORECASE | re.DOTALL,
-       inner=r"\b(?:ignore|override|system|secret|hidden)\b"),
-    _p("hidden_div", "all", "hides text from human readers with CSS",
-       r"<[a-z][^<>]{0,1000}", inner=r"\bstyle\s*=\s*[\"'][^\"'>]{0,500}?"
-       r"(?:display\s*:\s*none|visibility\s*:\s*hidden)"),
-    _p("translate_execute", "all", "asks for text to be decoded or translated and then run",
-       rf"\b(?:translate|decode|deobfuscate)\s+{_W8}(?:and|then)\s+(?:then\s+)?"
-       r"(?:execute|run|eval(?:uate)?)\b"),
-    _p("deception_hide", "all", "asks the model to keep something from the user",
-       rf"\b(?:do\s+not|don'?t|never)\s+{_W3}(?:tell|inform|notify|alert|show)\s+the\s+user\b"),
-    _p("exfil_curl", "all", "sends a secret variable with curl",
-       rf"\bcurl\b[^\n]{{0,500}}?{_SECRET_VAR}"),
-    _p("exfil_wget", "all", "sends a secret variable with wget",
-       rf"\bwget\b[^\n]{{0,500}}?{_SECRET_VAR}"),
-    _p("read_secrets", "all", "reads a credentials file",
-       r"\bcat\s+[^\n]{0,200}?(?:\.env\b|credentials|\.netrc|\.pgpass|\.npmrc|\.pypirc)"),
-    # -- context: role hijacking, leaks, C2 and anti-forensics ------------------------
-    _p("role_hijack", "context", "tells the model it is now someone else",
-       r"\byou\s+are\s+now\s+(?:a|an|the|my|no\s+longer)\b"),
-    _p("role_pretend", "context", "asks the model to pretend to be someone else",
-       r"\bpretend\s+(?:that\s+)?(?:you\s+are|you'?re|to\s+be)\s+(?:a|an|the|my)\b"
-       r"|\bfrom\s+now\s+on,?\s+you\s+(?:are|will\s+act\s+as)\b"),
-    _p("leak_system_prompt", "context", "asks the model to reveal its system prompt",
-       rf"\b(?:reveal|print|output|show|repeat|leak|dump|disclose)\s+{_W3}(?:your|the)\s+{_W3}"
-       r"(?:system\s+prompt|initial\s+instructions|hidden\s+instructions|system\s+message)\b"),
-    _p("remove_filters", "context", "asks the model to drop its safety filters",
-       rf"\b(?:remove|disable|turn\s+off|bypass|deactivate)\s+{_W3}"
-       r"(?:(?:safety|content|ethical|moral)\s+(?:filters?|guardrails?|guidelines|restrictions|"
-       r"polic(?:y|ies))|guardrails)\b"),
-    _p("fake_update", "context", "poses as an update from the vendor or developers",
-       r"\b(?:new|updated|important|urgent|official)\s+(?:system\s+)?"
-       r"(?:update|instructions?|directives?|policy)\s+from\s+(?:the\s+)?"
-       r"(?:anthropic|openai|developers?|system\s+administrators?|admins?|your\s+(?:creators?|developers?))\b"),
-    _p("identity_override", "context", "renames the model or replaces its identity",
-       r"\b(?:name|call)\s+yourself\b|\byour\s+(?:new\s+)?name\s+is\s+now\b"
-       r"|\byou\s+are\s+no\s+longer\s+(?:an?\s+)?(?:assistant|ai|claude|hermes)\b"),
-    _p("c2_node_registration", "context", "registers the agent with a controller",
-       r"\bregister\s+(?:this\s+|the\s+|your\s+)?(?:agent|node|host|machine|instance|bot|implant)\s+"
-       r"(?:with|to|at)\s+(?:the\s+)?(?:c2|command|controller|control\s+server|panel)\b"),
-    _p("c2_heartbeat", "context", "sends periodic beacons to a remote host",
-       rf"\b(?:send|post|emit)\s+(?:a\s+|periodic\s+)?(?:heartbeats?|beacons?)\s+{_W3}(?:to|every)\b"
-       r"|\bbeacon\s+(?:back\s+)?(?:home|to)\b"),
-    _p("c2_task_pull", "context", "pulls tasks or commands from a remote server",
-       r"\b(?:poll|fetch|pull|download|check)\s+(?:\w+\s+){0,2}?(?:for\s+)?(?:new\s+)?"
-       r"(?:tasks|commands|orders)\s+from\s+(?:\w+\s+){0,2}?(?:https?://|server|c2|controller|endpoint)"),
-    _p("c2_network_connect", "context", "opens a connection back to a controller",
-       r"\b(?:connect|call|report)\s+back\s+to\b|/dev/tcp/[^\s/]+/\d+"
-       r"|\b(?:nc|ncat|netcat)\s+(?:-\w+\s+)*-e\s"),
-    _p("forced_action", "context", "orders the model to contact a remote endpoint",
-       rf"\byou\s+must\s+{_W4}(?:register|connect|report|beacon|check\s+in)\s+{_W3}(?:to|with)\s+"
-       r"(?:\S+\s+){0,3}?(?:c2|controller|https?://|\d{1,3}(?:\.\d{1,3}){3})"),
-    _p("anti_forensic_oneliner", "context", "erases shell history or logs",
-       r"\bhistory\s+-c\b|\bunset\s+HISTFILE\b|\bHISTFILE=/dev/null\b"
-       r"|\b(?:rm|shred)\s+(?:-\w+\s+)*\S*(?:\.bash_history|\.zsh_history|/var/log/)"),
-    _p("anti_forensic_disk", "context", "wipes disks or the root filesystem",
-       r"\bshred\s+-\w*[uz]\w*\s+/dev/|\bwipefs\s+-a\b|\bdd\s+if=/dev/(?:zero|urandom)\s+of=/dev/"
-       r"|\brm\s+-rf\s+--no-preserve-root\b|\brm\s+-rf\s+/(?:\*|\s|$)|\bmkfs(?:\.\w+)?\s+/dev/"),
-    _p("env_var_unset_agent", "context", "unsets the agent's own environment",
-       r"\bunset\s+(?:HERMES|AGENT|ANTHROPIC|OPENAI|CLAUDE)_\w+"),
-    _p("known_c2_framework", "context", "names a command-and-control framework",
-       r"\bcobalt\s*strike\b|\bmetasploit\b|\bmeterpreter\b|\bbrainworm\b"
-       r"|\b(?:sliver|havoc|mythic)\s+(?:c2|implant|beacon|teamserver|demon|agent\s+payload)\b"),
-    _p("c2_explicit", "context", "mentions a C2 server or channel",
-       r"\bc2\s+(?:server|channel|infrastructure|beacon|implant|callback|endpoint|panel)\b"),
-    _p("c2_explicit_long", "context", "mentions command-and-control infrastructure",
-       r"\bcommand[\s-]+and[\s-]+control\b"),
-    # -- strict: memory and skills (the user can always fix a blocked entry) ----------
-    _p("send_to_url", "strict", "sends private data to a URL or address",
-       rf"\b(?:send|post|upload|exfiltrate|forward|transmit|leak|copy)\s+{_W8}"
-       r"(?:conversations?|chats?|history|memor(?:y|ies)|secrets?|credentials?|keys?|tokens?|"
-       rf"passwords?|files?|data|context|messages?|prompts?)\s+{_W4}to\s+(?:https?://|\S+@\S+\.\w)"),
-    _p("context_exfil", "strict", "smuggles the conversation out through a URL or image",
-       rf"\b(?:include|append|embed|encode|put)\s+{_W4}(?:conversation|chat\s+history|system\s+prompt|"
-       rf"context|previous\s+messages|user'?s?\s+messages?)\s+{_W4}(?:in|into|as)\s+{_W3}"
-       r"(?:urls?|query\s+(?:string|parameters?)|requests?|links?|image|markdown)\b"
-       r"|!\[[^\]\n]{0,200}\]\(https?://[^)\s]{0,500}?(?:\{|\$\{|%7B)"),
-    _p("ssh_backdoor", "strict", "touches SSH authorized keys",
-       r"authorized_keys"),
-    _p("ssh_access", "strict", "reaches into the SSH directory",
-       r"(?:\$HOME|\$\{HOME\}|~)/\.ssh\b"),
-    _p("hermes_env", "strict", "reaches Hermes' secrets file",
-       r"(?:\$HOME|\$\{HOME\}|~)/\.hermes/\.env\b"),
-    _p("agent_config_mod", "strict", "edits another agent's instruction files",
-       rf"\b{_EDIT_VERBS}\s+{_W4}\S*{_AGENT_FILES}|>>?\s*\S*{_AGENT_FILES}"),
-    _p("hermes_config_mod", "strict", "edits Hermes' own config or persona",
-       rf"\b{_EDIT_VERBS}\s+{_W4}\S*{_HERMES_FILES}|>>?\s*\S*{_HERMES_FILES}"),
-    _p("hardcoded_secret", "strict", "contains what looks like a real secret",
-       r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}|\bghp_[A-Za-z0-9]{30,}|\bgithub_pat_\w{30,}"
-       r"|\bAKIA[0-9A-Z]{16}\b|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}"
-       r"|-----BEGIN (?:RSA |EC |DSA |OPENSSH )?PRIVATE KEY-----", 0),
-)
+#: The first scanner's name for a rule.
+ThreatPattern = ThreatRule
 
-_SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}
-_BY_SCOPE: dict[str, tuple[ThreatPattern, ...]] = {
-    scope: tuple(p for p in THREAT_PATTERNS if _SCOPE_RANK[p.scope] <= rank)
-    for scope, rank in _SCOPE_RANK.items()
-}
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Every rule of a rules file, the block threshold and the prefilter index."""
+
+    rules: tuple[ThreatRule, ...]
+    threshold: float = 1.0
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def by_scope(self) -> dict[str, tuple[ThreatRule, ...]]:
+        return {s: tuple(r for r in self.rules if s in r.scopes) for s in SCOPES}
+
+    @cached_property
+    def _substrings(self) -> tuple[str, ...]:
+        # Triggers that are not single words (CJK phrases, "<|im_start|>", "/dev/tcp"):
+        # looked up with ``in``; the rest through the text's word set.
+        return tuple(sorted({t for r in self.rules for t in r.any if not _is_word(t)}))
+
+    def triggered(self, text_lower: str, words: set[str], substrings: bool = True) -> set[str]:
+        """The triggers (words and substrings) present in a lower-cased text."""
+        hits = {t for t in self._substrings if t.rstrip("\x00") in text_lower} if substrings else set()
+        return hits | words
+
+    def candidates(self, scope: str, hits: set[str]) -> Iterator[ThreatRule]:
+        for rule in self.by_scope[scope]:
+            if not rule.any or not rule.any.isdisjoint(hits):
+                yield rule
+
+
+def _is_word(trigger: str) -> bool:
+    # A trigger of Latin, Greek or Cyrillic letters is looked up as a whole word; other
+    # scripts (CJK and Thai have no spaces; Indic and Arabic words contain combining
+    # marks that ``\w`` does not match), symbols and stems (written with a trailing
+    # ``*`` in the rules file, stored without it) are looked up as substrings.
+    return _WORD_RE.fullmatch(trigger) is not None and all(c < "\u0590" for c in trigger)
+
+
+class RuleError(ValueError):
+    """A rules file that cannot be used (the message names the file and the rule)."""
+
+
+def _expand(pattern: str, defs: dict[str, str], where: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in defs:
+            raise RuleError(f"{where}: unknown {{{name}}} in pattern; define it under 'defs'")
+        return defs[name]
+
+    for _ in range(5):  # definitions may use definitions, a few levels deep
+        expanded = _DEF_RE.sub(sub, pattern)
+        if expanded == pattern:
+            break
+        pattern = expanded
+    return _fold(pattern)
+
+
+def _trigger(text: str) -> str:
+    # "stem*" is a substring trigger; it is stored with a marker no word can contain
+    # so that _is_word sends it to the substring lookup.
+    folded = _fold(text.rstrip("*")).lower()
+    return folded + "\x00" if text.endswith("*") and _is_word(folded) else folded
+
+
+def _fold(literal: str) -> str:
+    # Rules are matched against normalised text, so their literals are normalised the
+    # same way: NFKC (Hindi nukta letters) and the look-alike folding (a Russian rule's
+    # "о" becomes the Latin "o" it will meet in the text).
+    return unicodedata.normalize("NFKC", literal).translate(_CONFUSABLES)
+
+
+def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
+    """A :class:`RuleSet` from the parsed YAML of a rules file; raises :class:`RuleError`."""
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        raise RuleError(f"{source}: expected a mapping with a 'rules' list")
+    raw_defs = data.get("defs") or {}
+    defs = {str(k): str(v) for k, v in raw_defs.items()}
+    for name in list(defs):
+        defs[name] = _expand(defs[name], defs, f"{source}: defs.{name}")
+    kinds = {str(k): str(v) for k, v in (data.get("kinds") or {}).items()}
+    rules = []
+    seen: set[str] = set()
+    for i, item in enumerate(data["rules"]):
+        where = f"{source}: rule {item.get('id', i) if isinstance(item, dict) else i}"
+        if not isinstance(item, dict) or "id" not in item or "pattern" not in item:
+            raise RuleError(f"{where}: each rule needs at least 'id' and 'pattern'")
+        rid = str(item["id"])
+        if rid in seen:
+            raise RuleError(f"{where}: duplicate id")
+        seen.add(rid)
+        scopes = item.get("scopes", "all")
+        scope_set = frozenset(SCOPES) if scopes == "all" else frozenset(SCOPE_ALIASES.get(s, s) for s in scopes)
+        if not scope_set <= set(SCOPES):
+            raise RuleError(f"{where}: unknown scope(s) {sorted(scope_set - set(SCOPES))}; use {', '.join(SCOPES)}")
+        kind = str(item.get("kind", "other"))
+        flags = 0 if item.get("case") == "sensitive" else re.IGNORECASE
+        if item.get("dotall"):
+            flags |= re.DOTALL
+        rule = ThreatRule(
+            id=rid,
+            kind=kind,
+            description=str(item.get("description") or kinds.get(kind, rid)),
+            pattern=_expand(str(item["pattern"]), defs, where),
+            scopes=scope_set,
+            weight=float(item.get("weight", 1.0)),
+            inner=_expand(str(item["inner"]), defs, where) if item.get("inner") else None,
+            unless=_expand(str(item["unless"]), defs, where) if item.get("unless") else None,
+            negatable=bool(item.get("negatable", False)),
+            any=frozenset(_trigger(str(t)) for t in item.get("any") or ()),
+            flags=flags,
+            window=int(item.get("window", 0)),
+        )
+        try:
+            rule.regex, rule._inner, rule._unless  # noqa: B018 — compile now to name the bad rule
+        except re.error as exc:
+            raise RuleError(f"{where}: bad regular expression: {exc}") from None
+        rules.append(rule)
+    return RuleSet(tuple(rules), float(data.get("threshold", 1.0)), kinds)
+
+
+@lru_cache(maxsize=4)
+def load_rules(path: str | Path | None = None) -> RuleSet:
+    """The rules of ``path`` (default: the packaged ``threat_rules.yaml``), parsed and
+    compiled once per process — the rules are immutable data, so a cache is safe."""
+    import yaml  # only a scan needs it; keeps `import hermes` cheap
+
+    source = Path(path) if path is not None else RULES_PATH
+    try:
+        text = source.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleError(f"{source}: cannot read the threat rules ({exc}); reinstall hermes or fix the file") from None
+    return parse_rules(data, str(source))
+
+
+def __getattr__(name: str) -> Any:
+    # THREAT_PATTERNS (every rule, in file order) is loaded when first asked for, not
+    # at import.
+    if name == "THREAT_PATTERNS":
+        return load_rules().rules
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --------------------------------------------------------------------------------------
+# Normalisation and invisible characters
+# --------------------------------------------------------------------------------------
 
 
 def normalize_for_scan(text: str) -> str:
@@ -268,36 +410,250 @@ def normalize_for_scan(text: str) -> str:
     and format characters (``Cf``: soft hyphens, zero-width marks …) removed."""
     if text.isascii():  # nothing to fold (the common case, and the fast one)
         return text
-    folded = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
-    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return _FORMAT_RE.sub("", text.translate(_CONFUSABLES))
 
 
-def scan_for_threats(text: str, *, scope: str = "strict", max_chars: int = MAX_SCAN_CHARS) -> list[Threat]:
-    """Every threat found in ``text``, each id once, invisible characters first.
+def _is_emoji(ch: str) -> bool:
+    o = ord(ch)
+    return (0x1F000 <= o <= 0x1FAFF or 0x2600 <= o <= 0x27BF or 0x2B00 <= o <= 0x2BFF
+            or o in (0xFE0F, 0x20E3, 0x2640, 0x2642, 0x2695, 0x2696, 0x2708, 0x2764)
+            or 0x1F3FB <= o <= 0x1F3FF or o == 0x2B50)
 
-    ``scope`` is ``"all"``, ``"context"`` or ``"strict"`` (the default and broadest,
-    used for memory). At most ``max_chars`` characters are examined; a longer text adds
-    the finding ``oversized_input``. An empty list means the text looks clean.
-    """
-    if scope not in _BY_SCOPE:
-        raise ValueError(f"unknown threat scope {scope!r}; choose one of {', '.join(SCOPES)}")
-    if not text:
-        return []
+
+def _joins_letters(before: str, after: str) -> bool:
+    # ZWJ/ZWNJ between two letters (or a letter and a mark) of a script that uses them
+    # for shaping: Arabic/Persian, Syriac, and the Indic scripts.
+    def shaped(ch: str) -> bool:
+        return "\u0600" <= ch <= "\u08ff" or "\u0700" <= ch <= "\u074f" or "\u0900" <= ch <= "\u0dff" \
+            or "\ua8e0" <= ch <= "\ua8ff"
+    return shaped(before) and shaped(after)
+
+
+def _benign_invisible(text: str, i: int, ch: str, rtl: bool) -> bool:
+    """Whether the invisible character ``ch`` at ``i`` is ordinary writing."""
+    if ch == "\ufeff":
+        return i == 0
+    before = text[i - 1] if i > 0 else ""
+    after = text[i + 1] if i + 1 < len(text) else ""
+    if ch == "\u200d":  # emoji ZWJ sequences: 👩‍💻, 🏳️‍🌈, 🧑‍🤝‍🧑
+        if before and after and (_is_emoji(before) or before == "\ufe0f") and _is_emoji(after):
+            return True
+    if ch in "\u200c\u200d":
+        return bool(before and after) and _joins_letters(before, after)
+    if ch in _BIDI_LAYOUT:
+        return rtl
+    return False
+
+
+def _invisible_findings(text: str) -> list[Threat]:
+    flags = [(m.start(), m.end()) for m in _EMOJI_FLAG_RE.finditer(text)] if "\U0001f3f4" in text else []
+    rtl = _RTL_LETTER_RE.search(text) is not None
     found: list[Threat] = []
-    head = text[:max_chars]
     seen: set[str] = set()
-    for ch in _INVISIBLE_RE.findall(head) if not head.isascii() else ():
-        if ch not in seen:
-            seen.add(ch)
-            code = f"U+{ord(ch):04X}"
-            name = unicodedata.name(ch, "invisible character").lower()
-            found.append(Threat(f"invisible_unicode_{code}", f"contains invisible character {code} ({name})"))
-    normalized = normalize_for_scan(head)
-    for pattern in _BY_SCOPE[scope]:
-        matched = pattern.search(normalized)
-        if matched is not None:
-            excerpt = " ".join(matched.split())
-            found.append(Threat(pattern.id, pattern.description, excerpt[:80]))
-    if len(text) > max_chars:
-        found.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window"))
+    for m in _INVISIBLE_RE.finditer(text):
+        ch, i = m.group(0), m.start()
+        if ch in seen or any(a <= i < b for a, b in flags) or _benign_invisible(text, i, ch, rtl):
+            continue
+        seen.add(ch)
+        code = f"U+{ord(ch):04X}"
+        name = unicodedata.name(ch, "invisible character").lower()
+        found.append(Threat(f"invisible_unicode_{code}", f"contains invisible character {code} ({name})",
+                            kind="invisible", span=(i, i + 1)))
     return found
+
+
+# --------------------------------------------------------------------------------------
+# Bounded decoding
+# --------------------------------------------------------------------------------------
+
+
+def _readable(data: bytes) -> str | None:
+    """``data`` as text when it is UTF-8 and mostly printable (so probably meant to be
+    read), else ``None``."""
+    if len(data) < 8:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    printable = sum(1 for c in text if c.isprintable() or c in "\n\r\t")
+    letters = sum(1 for c in text if c.isalpha())
+    return text if printable >= 0.95 * len(text) and letters >= 0.4 * len(text) else None
+
+
+def _b64(run: str) -> str | None:
+    run = run.rstrip("=")
+    if len(run) % 4 == 1:
+        return None
+    padded = run + "=" * (-len(run) % 4)
+    try:
+        raw = base64.urlsafe_b64decode(padded) if ("-" in run or "_" in run) else base64.b64decode(padded)
+    except (binascii.Error, ValueError):
+        return None
+    return _readable(raw)
+
+
+def _hex(run: str) -> str | None:
+    digits = run.replace("\\x", "")
+    try:
+        return _readable(bytes.fromhex(digits))
+    except ValueError:
+        return None
+
+
+def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | None]]:
+    """``(layer, decoded text, span of the encoded run)`` for what can be decoded."""
+    budget = MAX_DECODED
+    for regex, decode, name in ((_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex")):
+        for m in regex.finditer(text):
+            if budget <= 0:
+                break
+            run = m.group(0)
+            if name == "base64" and (run.isalpha() or run.isdigit() or "/" in run.strip("/") and run.count("/") > 3):
+                continue  # a plain word, a number or a path, not an encoding
+            budget -= 1
+            decoded = decode(run[:_MAX_RUN])
+            if decoded:
+                yield name, decoded, m.span()
+    if "&" in text and _ENTITY_RE.search(text):
+        unescaped = html.unescape(text)
+        if unescaped != text:
+            yield "html", unescaped, None
+    if "%" in text and len(_PERCENT_RE.findall(text, 0, 8192)) >= 4:
+        unquoted = urllib.parse.unquote(text)
+        if unquoted != text:
+            yield "percent", unquoted, None
+
+
+# --------------------------------------------------------------------------------------
+# Scanning
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """Everything one scan found: ``findings`` (every rule that matched, with its
+    weight), the ``score`` (sum of the weights of distinct rules) and whether it
+    reaches the rules' ``threshold``."""
+
+    findings: tuple[Threat, ...]
+    score: float
+    threshold: float
+
+    @property
+    def blocked(self) -> bool:
+        return self.score >= self.threshold
+
+
+def _resolve_scope(scope: str) -> str:
+    resolved = SCOPE_ALIASES.get(scope, scope)
+    if resolved not in SCOPES:
+        names = ", ".join(SCOPES + tuple(SCOPE_ALIASES))
+        raise ValueError(f"unknown threat scope {scope!r}; choose one of {names}")
+    return resolved
+
+
+def _match_layer(rules: RuleSet, scope: str, text: str, layer: str, *, reverse: bool = False,
+                 substrings: bool = True) -> list[tuple[ThreatRule, tuple[int, int], str]]:
+    lower = text.lower()
+    words = set(_WORD_RE.findall(lower))
+    hits = rules.triggered(lower, words, substrings)
+    out = []
+    for rule in rules.candidates(scope, hits):
+        span = rule.find(text)
+        if span is not None:
+            out.append((rule, span, text[span[0]:span[1]]))
+    return out
+
+
+def _layers(normalized: str, lower: str) -> Iterator[tuple[str, str, tuple[int, int] | None]]:
+    yield from _decoded_layers(normalized)
+    # Reversed text is scanned whole; its words are the text's words reversed.
+    yield "reversed", normalized[::-1], None
+    if "rot13" in lower or "rot-13" in lower or "rot 13" in lower:
+        yield "rot13", codecs.encode(normalized, "rot13"), None
+
+
+def _raw_span(raw: str, normalized: str, span: tuple[int, int]) -> tuple[int, int] | None:
+    """``span`` of ``normalized`` mapped back to ``raw`` (exact when NFKC changed no
+    character; approximate otherwise)."""
+    if raw is normalized or raw == normalized:
+        return span
+    positions: list[int] = []
+    for i, ch in enumerate(raw):
+        n = _FORMAT_RE.sub("", unicodedata.normalize("NFKC", ch).translate(_CONFUSABLES)) if not ch.isascii() else ch
+        positions.extend([i] * len(n))
+    positions.append(len(raw))
+    start = positions[min(span[0], len(positions) - 1)]
+    end = positions[min(span[1], len(positions) - 1)] if span[1] < len(positions) else len(raw)
+    return (start, max(end, start))
+
+
+def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
+         rules: RuleSet | None = None) -> ScanReport:
+    """Scan ``text`` and report every finding with the score, blocked or not.
+
+    :func:`scan_for_threats` is the same scan reduced to "the findings when blocked".
+    ``rules`` defaults to the packaged rules file."""
+    scope = _resolve_scope(scope)
+    ruleset = rules if rules is not None else load_rules()
+    if not text:
+        return ScanReport((), 0.0, ruleset.threshold)
+    head = text[:max_chars]
+    findings: list[Threat] = [] if head.isascii() else _invisible_findings(head)
+    normalized = normalize_for_scan(head)
+    seen = {t.id for t in findings}
+    kept: list[tuple[str, tuple[int, int]]] = []  # (layer key, span) of kept matches
+
+    def keep(rule: ThreatRule, span: tuple[int, int], excerpt: str, layer: str, key: str,
+             raw_span: tuple[int, int] | None) -> None:
+        if rule.id in seen:
+            return
+        # One piece of evidence counts once: a match overlapping a kept one of the same
+        # layer (an earlier, stronger rule) is dropped.
+        if any(k == key and s[0] < span[1] and span[0] < s[1] for k, s in kept):
+            return
+        seen.add(rule.id)
+        kept.append((key, span))
+        clean = " ".join(excerpt.split())
+        findings.append(Threat(rule.id, rule.description, clean[:80], rule.kind, rule.weight, raw_span, layer))
+
+    def ordered(matches: Iterable[tuple[ThreatRule, tuple[int, int], str]]) -> list[tuple[ThreatRule, tuple[int, int], str]]:
+        order = {r.id: i for i, r in enumerate(ruleset.rules)}
+        return sorted(matches, key=lambda m: (-m[0].weight, order[m[0].id]))
+
+    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, "text")):
+        keep(rule, span, excerpt, "text", "text", _raw_span(head, normalized, span))
+    lower = normalized.lower()
+    for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
+        decoded_norm = normalize_for_scan(decoded)
+        reverse = layer == "reversed"
+        for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, layer,
+                                                        substrings=not reverse)):
+            if reverse:
+                length = len(decoded_norm)
+                where = _raw_span(head, normalized, (length - span[1], length - span[0]))
+            else:
+                where = _raw_span(head, normalized, run_span) if run_span else None
+            keep(rule, span, excerpt, layer, f"{layer}{n}", where)
+    score = sum(t.weight for t in findings)
+    if len(text) > max_chars:
+        findings.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window",
+                               kind="oversized"))
+        score += 1.0
+    return ScanReport(tuple(findings), score, ruleset.threshold)
+
+
+def scan_for_threats(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS) -> list[Threat]:
+    """The findings in ``text`` when they add up to a block, else ``[]``.
+
+    ``scope`` is where the text comes from: ``memory`` (the default), ``context_file``,
+    ``skill`` or ``recall`` (the first scanner's ``strict``, ``context`` and ``all`` are
+    accepted too). Each rule id is reported once: invisible characters first, then
+    rules, strongest first. At most ``max_chars`` characters are examined; a longer text
+    adds the finding ``oversized_input``. An empty list means the text looks clean.
+    """
+    report = scan(text, scope=scope, max_chars=max_chars)
+    return list(report.findings) if report.blocked else []
