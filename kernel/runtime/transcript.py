@@ -18,8 +18,9 @@ from ..contracts import Message
 __all__ = ["INTERRUPTED_ANSWER", "interrupted_result", "missing_results", "unanswered_tail",
            "with_missing_results"]
 
-#: Content of the assistant message that closes a user turn left without an answer.
-INTERRUPTED_ANSWER = "(no answer: the previous run ended before an answer was stored)"
+#: Content of the assistant message that closes a user turn left without an answer (a
+#: killed run, an interrupt before the first call, a failed model call).
+INTERRUPTED_ANSWER = "(no answer: the turn ended before an answer was stored)"
 
 
 def interrupted_result(call: dict[str, Any]) -> Message:
