@@ -12,6 +12,7 @@ Plugins add commands with ``@hermes.hookimpl def hermes_register_commands(cli)``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -745,6 +746,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        import errno
+
+        # A full disk or a failing device under the output (`> /dev/full`, a full
+        # filesystem): one line, and the unflushed output is dropped, not re-raised at exit.
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG):
+            raise
+        where = exc.filename or "the output"
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        click.echo(f"hermes: error: cannot write {where}: {exc.strerror}. Free some space or "
+                   "write somewhere else, then try again.", err=True)
+        sys.exit(1)
     if isinstance(code, int) and not isinstance(code, bool) and code:
         sys.exit(code)  # ctx.exit(N) in standalone_mode=False comes back as a return value
 

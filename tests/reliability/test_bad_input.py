@@ -168,3 +168,16 @@ def test_a_file_reference_with_bad_bytes_is_one_line(hermes_home: Path) -> None:
     result = hermes(hermes_home, "config", "validate")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "model.api_key: " in result.stderr and "key.txt" in result.stderr and "UTF-8" in result.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [("sessions", "list"), ("memory", "show", "--json"), ("config", "show")])
+def test_output_to_a_full_device_is_one_line(hermes_home: Path, command: tuple[str, ...]) -> None:
+    with open("/dev/full", "w") as full:  # the child's standard output
+        proc = subprocess.run([sys.executable, "-m", "hermes.cli", *command], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60,
+                              env={**os.environ, "HERMES_HOME": str(hermes_home)})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "hermes: error: cannot write the output: No space left on device. Free some space or "
+        "write somewhere else, then try again."]
