@@ -470,6 +470,7 @@ class Chat:
             if not arg:
                 say("usage: /title NAME", dim=True)
             else:
+                self.wait_for_title()  # a title being made must not land after this one
                 try:
                     title = agent.store.set_title(agent.session_id, arg)
                     self.titled.add(agent.session_id)
