@@ -382,3 +382,48 @@ class BackgroundMemoryProvider(MemoryProvider):
         """Availability and circuit-breaker state, the common part of ``status()``."""
         return {"provider": self.name, "available": self.is_available(),
                 "reason": self.unavailable_reason() or None, "breaker": self.breaker.status()}
+
+
+#: The longest wait between two attempts, seconds (a server's ``retry-after`` included).
+MAX_BACKOFF = 60.0
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a server asks for in its response headers, in seconds:
+    ``retry-after-ms`` (milliseconds), else ``retry-after`` as seconds or as an HTTP
+    date; ``None`` when there is none or it cannot be read."""
+    if not headers:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return max(0.0, float(millis) / 1000.0)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    from email.utils import parsedate_to_datetime  # only for the rare date form
+
+    try:
+        when = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(attempt: int, base: float, retry_after: float | None = None,
+                  cap: float = MAX_BACKOFF) -> float:
+    """The wait before retry number ``attempt + 1``: exponential backoff with jitter,
+    ``base * 2**attempt`` scaled by a random factor in [0.5, 1.5), at least the server's
+    ``retry_after`` (see :func:`retry_after`), at most ``cap`` seconds."""
+    import random
+
+    delay = base * (2**attempt) * (0.5 + random.random())
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return min(delay, cap)

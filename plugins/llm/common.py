@@ -11,7 +11,6 @@ import inspect
 import json
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -23,9 +22,6 @@ import hermes
 log = logging.getLogger("hermes.llm")
 
 T = TypeVar("T")
-
-#: Longest backoff between two attempts, seconds (a provider's ``retry-after`` included).
-MAX_BACKOFF = 60.0
 
 # Known context windows, matched by the longest key contained in the lower-cased model
 # name (provider prefixes like ``anthropic/`` or ``openai/`` need no special handling).
@@ -90,26 +86,14 @@ def is_context_length_message(text: str) -> bool:
     return bool(_CONTEXT_PATTERNS.search(text or ""))
 
 
-def backoff_delay(attempt: int, base: float, retry_after: float | None = None) -> float:
-    """Exponential backoff with full jitter: ``base * 2**attempt`` scaled by a random
-    factor in [0.5, 1.5), at least the provider's ``retry-after``, at most
-    :data:`MAX_BACKOFF`."""
-    delay = base * (2**attempt) * (0.5 + random.random())
-    if retry_after is not None:
-        delay = max(delay, retry_after)
-    return min(delay, MAX_BACKOFF)
+#: Exponential backoff with jitter, at least the server's ``retry-after`` (kernel helper).
+backoff_delay = hermes.backoff_delay
 
 
 def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        value = headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+    """The wait the provider asked for (``retry-after-ms`` / ``retry-after`` headers of
+    the SDK error's response)."""
+    return hermes.retry_after(getattr(getattr(exc, "response", None), "headers", None))
 
 
 def _error_text(exc: Exception) -> str:
@@ -260,18 +244,25 @@ class BaseClient(hermes.LLMClient):
             except hermes.LLMError:
                 raise
             except Exception as exc:
-                error = self.translate_error(exc)
-                if error is None:
-                    raise
-                if not error.retryable or attempt >= self.max_retries:
-                    if error.retryable and attempt:
-                        error.args = (f"{error.args[0]} Gave up after {attempt + 1} attempts.",)
-                    raise error from exc
-                delay = backoff_delay(attempt, self.retry_base_delay, _retry_after(exc))
-                log.warning("%s: %s (retry %d/%d in %.2fs)", self.name, error, attempt + 1,
-                            self.max_retries, delay)
-                time.sleep(delay)
+                self._wait_or_raise(exc, attempt)
                 attempt += 1
+
+    def _wait_or_raise(self, exc: Exception, attempt: int, *, shown: bool = False) -> None:
+        """The one retry decision of both loops: raise the translated error (or ``exc``
+        itself when it is no API error) when it is final — not retryable, out of attempts,
+        or part of a streamed answer already shown — else sleep the backoff, at least
+        what the provider's ``retry-after`` asks for."""
+        error = self.translate_error(exc)
+        if error is None:
+            raise exc
+        if shown or not error.retryable or attempt >= self.max_retries:
+            if error.retryable and attempt and not shown:
+                error.args = (f"{error.args[0]} Gave up after {attempt + 1} attempts.",)
+            raise error from exc
+        delay = backoff_delay(attempt, self.retry_base_delay, _retry_after(exc))
+        log.warning("%s: %s (retry %d/%d in %.2fs)", self.name, error, attempt + 1,
+                    self.max_retries, delay)
+        time.sleep(delay)
 
     def stream_with_retries(
         self, start: Callable[[], Iterator[hermes.StreamEvent]]
@@ -290,15 +281,7 @@ class BaseClient(hermes.LLMClient):
             except hermes.LLMError:
                 raise
             except Exception as exc:
-                error = self.translate_error(exc)
-                if error is None:
-                    raise
-                if shown or not error.retryable or attempt >= self.max_retries:
-                    raise error from exc
-                delay = backoff_delay(attempt, self.retry_base_delay, _retry_after(exc))
-                log.warning("%s: %s (retry %d/%d in %.2fs)", self.name, error, attempt + 1,
-                            self.max_retries, delay)
-                time.sleep(delay)
+                self._wait_or_raise(exc, attempt, shown=shown)
                 attempt += 1
 
     def not_an_api_response(self, detail: str) -> hermes.LLMError:

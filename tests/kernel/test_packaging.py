@@ -199,3 +199,19 @@ def test_background_memory_provider_skeleton(kernel_factory, monkeypatch):
     p.sync_turn("after shutdown", "")
     assert p.stored == ["first fact", "second fact"]
     sub.shutdown()
+
+
+def test_retry_after_reads_every_header_form():
+    import email.utils
+    import time
+
+    from hermes import backoff_delay, retry_after
+
+    assert retry_after(None) is None and retry_after({}) is None
+    assert retry_after({"retry-after": "7"}) == 7.0
+    assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after({"retry-after": "soon"}) is None
+    date = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= retry_after({"retry-after": date}) <= 30
+    assert backoff_delay(0, 0.01, retry_after=2.0) == 2.0
+    assert backoff_delay(30, 1.0) == 60.0 and backoff_delay(0, 1.0, cap=0.5) == 0.5
