@@ -762,6 +762,9 @@ def one_shot(kernel: Any, session_id: str | None, text: str, *, json_out: bool, 
     try:
         renderer = MarkdownStream(screen.write) if stream and not plain else None
         on_text = (renderer.feed if renderer else screen.write) if stream else None
+        if stream:  # a person is watching: tool lines too (never in a script's stdout)
+            agent.on_tool = ToolLines(screen)
+            agent.on_tool.before = renderer.flush if renderer else None
         try:
             result = run_turn(agent, text, on_text, screen)
         except Interrupted:
