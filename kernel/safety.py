@@ -612,7 +612,9 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         if rule.id in seen:
             return
         # One piece of evidence counts once: a match overlapping a kept one of the same
-        # layer (an earlier, stronger rule) is dropped.
+        # kind in the same layer (an earlier, stronger rule reading the same phrase) is
+        # dropped; a different kind inside it (an order inside a hidden comment) counts.
+        key = f"{key}/{rule.kind}"
         if any(k == key and s[0] < span[1] and span[0] < s[1] for k, s in kept):
             return
         seen.add(rule.id)

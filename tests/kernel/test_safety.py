@@ -450,3 +450,50 @@ def test_no_rule_backtracks_catastrophically() -> None:
 def test_adversarial_repetition_finishes(unit: str) -> None:
     # Bounded gaps keep every pattern linear in the window: these must simply complete.
     assert isinstance(scan_for_threats(unit * (MAX_SCAN_CHARS // len(unit))), list)
+
+
+def _nested_unbounded(pattern: str) -> list[str]:
+    """Repeats without an upper bound that contain another repeat — the shape of
+    exponential backtracking, e.g. ``(a+)+`` or ``(?:\\w+\\s*)*``."""
+    from re import _constants as c  # type: ignore[attr-defined]
+    from re import _parser as p  # type: ignore[attr-defined]
+
+    bad: list[str] = []
+
+    def has_repeat(items) -> bool:
+        return any(op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[1] > 1 or
+                   any(has_repeat(x) for x in _children(op, av)) for op, av in items)
+
+    def _children(op, av):
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            return [av[2]]
+        if op is c.SUBPATTERN:
+            return [av[3]]
+        if op is c.BRANCH:
+            return list(av[1])
+        if op in (c.ASSERT, c.ASSERT_NOT):
+            return [av[1]]
+        if op is c.ATOMIC_GROUP:
+            return [av[0]] if isinstance(av, tuple) else [av]
+        return []
+
+    def walk(items) -> None:
+        for op, av in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[1] == c.MAXREPEAT and has_repeat(av[2]):
+                bad.append(str(av[2])[:80])
+            for child in _children(op, av):
+                walk(child)
+
+    walk(p.parse(pattern))
+    return bad
+
+
+@pytest.mark.parametrize("rule", load_rules().rules, ids=lambda r: r.id)
+def test_no_rule_nests_unbounded_repeats(rule) -> None:
+    for part in (rule.pattern, rule.inner or "", rule.unless or ""):
+        assert _nested_unbounded(part) == [], rule.id
+
+
+def test_the_nesting_check_sees_catastrophic_shapes() -> None:
+    assert _nested_unbounded(r"(a+)+$") and _nested_unbounded(r"(?:\w+\s*)*x")
+    assert not _nested_unbounded(r"(?:\w+\s+){0,8}?x") and not _nested_unbounded(r"a+b*")

@@ -1,0 +1,74 @@
+"""The threat scanner against its hand-written corpus (tests/data/scanner/).
+
+The corpus was split once, with a fixed seed and before any rule was written, into a
+tuning half (rules were tuned against it) and a held-out half (measured only at the
+end). The tuning half must meet the issue's goals: at least 90% of attacks blocked, at
+most 2% of benign texts blocked. The held-out half stands in for attacks nobody has
+shown the rules; its floor is set a little lower, at what was measured on it once."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hermes.safety import SCOPES, scan_for_threats
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "scanner"
+KINDS = {"override", "hidden", "role_markup", "secrecy", "persona", "exfiltration", "persistence"}
+
+
+def load(half: str) -> list[dict]:
+    with open(DATA / f"{half}.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def rates(rows: list[dict]) -> tuple[float, float, list[dict], list[dict]]:
+    missed = [r for r in rows if r["label"] == "attack" and not scan_for_threats(r["text"], scope=r["scope"])]
+    wrong = [r for r in rows if r["label"] == "benign" and scan_for_threats(r["text"], scope=r["scope"])]
+    attacks = sum(r["label"] == "attack" for r in rows)
+    return 1 - len(missed) / attacks, len(wrong) / (len(rows) - attacks), missed, wrong
+
+
+def test_corpus_shape() -> None:
+    tune, held = load("tune"), load("heldout")
+    every = tune + held
+    for row in every:
+        assert set(row) == {"text", "label", "kind", "language", "scope"}, row
+        assert row["label"] in ("attack", "benign") and row["scope"] in SCOPES, row
+    labels = Counter(r["label"] for r in every)
+    assert labels["attack"] >= 300 and labels["benign"] >= 300
+    assert len({r["language"] for r in every if r["label"] == "attack"}) >= 10
+    for half in (tune, held):
+        assert {r["kind"] for r in half if r["label"] == "attack"} == KINDS
+    # Disjoint halves of (almost) equal size per label.
+    assert not {r["text"] for r in tune} & {r["text"] for r in held}
+    for label in ("attack", "benign"):
+        assert abs(sum(r["label"] == label for r in tune) - sum(r["label"] == label for r in held)) <= 1
+
+
+def _report(half: str, block: float, fp: float, missed: list[dict], wrong: list[dict]) -> str:
+    lines = [f"{half}: {block:.1%} of attacks blocked, {fp:.1%} of benign texts blocked"]
+    lines += [f"  missed {r['kind']}/{r['language']}: {r['text'][:90]!r}" for r in missed]
+    lines += [f"  false positive {r['kind']}/{r['language']}: {r['text'][:90]!r}" for r in wrong]
+    return "\n".join(lines)
+
+
+def test_tuning_half_meets_the_goals() -> None:
+    block, fp, missed, wrong = rates(load("tune"))
+    assert block >= 0.90 and fp <= 0.02, _report("tune", block, fp, missed, wrong)
+
+
+def test_held_out_half_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    block, fp, missed, wrong = rates(load("heldout"))
+    with capsys.disabled():
+        print("\n" + _report("heldout", block, fp, [], []))
+    # Floors a little under the single measurement made after tuning (see
+    # docs/memory.md); never tune rules against this half to pass them.
+    assert block >= HELDOUT_BLOCK_FLOOR and fp <= HELDOUT_FP_CEILING, _report("heldout", block, fp, missed, wrong)
+
+
+HELDOUT_BLOCK_FLOOR = 0.90
+HELDOUT_FP_CEILING = 0.02
