@@ -140,12 +140,26 @@ class SerialWorker:
 
     def close(self, timeout: float | None = 5.0) -> bool:
         """Drain for at most ``timeout`` seconds, then stop; later submits are refused.
-        Returns whether everything queued had run."""
+        Jobs still queued after the timeout are dropped (with one warning): they would
+        otherwise run against a backend that has been shut down. Returns whether
+        everything queued had run."""
         drained = self.flush(timeout)
         with self._lock:
             self._closed = True
+            dropped = 0
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, threading.Event):
+                    item.set()  # a flush waiting behind dropped jobs returns
+                elif item is not None:
+                    dropped += 1
             if self._thread is not None:
                 self._queue.put(None)
+        if dropped:
+            log.warning("%s: %d queued job(s) dropped at shutdown", self.name, dropped)
         return drained
 
 

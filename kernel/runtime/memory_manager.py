@@ -24,7 +24,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import queue
 import re
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 from ..contracts import MemoryProvider, MemoryWriteEvent, Message
 from ..redaction import redact_secrets
+from ..workers import SerialWorker
 from .fencing import fence
 
 log = logging.getLogger("hermes.memory")
@@ -65,65 +65,6 @@ def is_trivial_prompt(text: str) -> bool:
     acknowledgement or greeting (``ok``, ``thanks!``, ``continue`` …)."""
     stripped = (text or "").strip()
     return not stripped or stripped.startswith("/") or bool(_TRIVIAL.match(stripped))
-
-
-class _Worker:
-    """One daemon thread running submitted calls in order (a hung provider can never
-    keep the process alive)."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.closed = False
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> bool:
-        with self._lock:
-            if self.closed:
-                return False
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.put((fn, args))
-            return True
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fn, args = item
-            try:
-                fn(*args)
-            except Exception as exc:  # calls are isolated by the manager; this is a backstop
-                log.debug("memory worker task failed: %s", exc)
-
-    def drain(self, timeout: float) -> bool:
-        """Wait until everything submitted so far ran; ``False`` on timeout."""
-        if self._thread is None:
-            return True
-        done = threading.Event()
-        if not self.submit(done.set):
-            return True
-        return done.wait(max(0.0, timeout))
-
-    def close(self, timeout: float) -> bool:
-        """Drain for at most ``timeout`` seconds, drop what is left, stop the thread."""
-        drained = self.drain(timeout)
-        with self._lock:
-            self.closed = True
-            dropped = 0
-            while True:
-                try:
-                    self._queue.get_nowait()
-                    dropped += 1
-                except queue.Empty:
-                    break
-            self._queue.put(None)
-        if dropped:
-            log.warning("memory: %d queued provider call(s) dropped at shutdown", dropped)
-        return drained
 
 
 def _accepts(fn: Callable[..., Any], name: str) -> bool:
@@ -211,7 +152,7 @@ class MemoryManager:
         self._schemas: dict[str, list[dict[str, Any]]] = {}
         self._reported: set[tuple[str, str]] = set()
         self._report_lock = threading.Lock()
-        self._worker = _Worker("hermes-memory-worker")
+        self._worker = SerialWorker("hermes-memory-worker")
         self._prefetch_thread: threading.Thread | None = None
         self._shut = False
         cfg = kernel.config
@@ -408,7 +349,7 @@ class MemoryManager:
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait for queued provider calls; ``False`` if they did not finish in time."""
-        return self._worker.drain(timeout)
+        return self._worker.flush(timeout)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Drain the worker for at most ``timeout`` seconds (the rest is dropped), then
