@@ -38,6 +38,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "is_secret_key", "mask_secrets", "redact_secrets",
     ),
     ".core": ("Kernel",),
+    ".registry": ("COMPONENT_KINDS", "ComponentKind"),
     ".errors": (
         "ConfigError", "ConflictError", "ContextLengthError", "HermesError", "HomeError",
         "LLMAuthError", "LLMError", "LLMRateLimitError", "LLMUnavailableError", "PluginError",
@@ -50,7 +51,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "strip_frontmatter", "truncate_content",
     ),
     ".runtime.prompt": (
-        "BuiltPrompt", "LayerReport", "PromptBuilder", "preview_prompt", "prompt_hash",
+        "BuiltPrompt",
+    "COMPONENT_KINDS",
+    "ComponentKind", "LayerReport", "PromptBuilder", "preview_prompt", "prompt_hash",
     ),
     ".runtime.memory_manager": ("MemoryManager", "is_trivial_prompt"),
     ".safety": ("Threat", "scan_for_threats",),

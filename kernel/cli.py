@@ -21,6 +21,7 @@ import click
 
 from . import __version__
 from .errors import HermesError
+from .registry import COMPONENT_KINDS
 
 
 class CLIState:
@@ -447,7 +448,7 @@ def plugins_disable(state: CLIState, name: str) -> None:
 
 
 @plugins.command("select")
-@click.argument("kind", type=click.Choice(["context-engine", "memory-provider", "session-store", "llm"]))
+@click.argument("kind", type=click.Choice([k.name for k in COMPONENT_KINDS if k.setting]))
 @click.argument("name")
 @pass_state
 def plugins_select(state: CLIState, kind: str, name: str) -> None:

@@ -22,23 +22,13 @@ from .manager import (
     PluginRecord,
 )
 from .redaction import attach_log_file
-from .registry import KINDS, SELECTION_KEYS, Registries, make_register
+from .registry import KINDS, SELECTION_KEYS, Registries, kind_of, make_register
 
 log = logging.getLogger("hermes")
 
 #: The package whose ``DEFAULT_PLUGINS`` the kernel registers. Named, never imported at
 #: module level: the kernel does not depend on its plugins.
 DEFAULT_PLUGIN_PACKAGE = "hermes.plugins"
-
-_REGISTRATION = {
-    "hermes_register_llm_clients": "llm_clients",
-    "hermes_register_session_stores": "session_stores",
-    "hermes_register_memory_providers": "memory_providers",
-    "hermes_register_context_engines": "context_engines",
-    "hermes_register_prompt_layers": "prompt_layers",
-    "hermes_register_tools": "tools",
-}
-
 
 class Kernel:
     """One Hermes instance: its home, config, plugin manager and registries.
@@ -163,8 +153,9 @@ class Kernel:
         """Call one registration hook implementation by implementation, in registration
         order (defaults first, so an established name is kept and the newcomer is the one
         in conflict), handing each a ``register`` bound to its plugin's name."""
-        registry = getattr(self.registries, _REGISTRATION[hook_name])
-        is_tools = hook_name == "hermes_register_tools"
+        kind = kind_of(hook_name)
+        registry = self.registries.by_kind(kind.name)
+        is_tools = kind.name == "tool"
         impls = [i for i in self.pm.ordered_impls(hook_name) if only is None or i.plugin_name == only]
         if not impls:
             return

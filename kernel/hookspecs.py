@@ -33,6 +33,8 @@ from typing import Any
 
 import pluggy
 
+from .registry import COMPONENT_KINDS as _COMPONENT_KINDS
+
 hookspec = pluggy.HookspecMarker("hermes")
 hookimpl = pluggy.HookimplMarker("hermes")
 
@@ -248,15 +250,9 @@ def hermes_session_end(session: Any, reason: str) -> None:
     """
 
 
-#: Names of the registration hooks, in the order the kernel calls them.
-REGISTRATION_HOOKS = (
-    "hermes_register_llm_clients",
-    "hermes_register_session_stores",
-    "hermes_register_memory_providers",
-    "hermes_register_context_engines",
-    "hermes_register_prompt_layers",
-    "hermes_register_tools",
-)
+#: Names of the registration hooks, in the order the kernel calls them: one per row of
+#: :data:`hermes.registry.COMPONENT_KINDS`.
+REGISTRATION_HOOKS = tuple(kind.hook for kind in _COMPONENT_KINDS)
 
 #: Names of the fan-out event hooks.
 EVENT_HOOKS = (

@@ -14,23 +14,59 @@ from typing import Any
 
 from .errors import ConflictError, UnknownPluginError
 
+
+@dataclass(frozen=True)
+class ComponentKind:
+    """One kind of component a plugin can register. :data:`COMPONENT_KINDS` is the one
+    table the registries, the registration hooks' order, selection by config, the
+    ``hermes plugins select`` choices, ``hermes doctor`` and the docs are derived from:
+    adding a kind means adding a row (and its hookspec)."""
+
+    #: The name the CLI and ``Kernel.create`` use (``context-engine``).
+    name: str
+    #: The :class:`Registries` attribute (``context_engines``).
+    attr: str
+    #: The registration hook that fills it.
+    hook: str
+    #: The public contract (a ``hermes`` name) its factories build.
+    contract: str
+    #: The config key that selects one (``context.engine``); ``""`` when every
+    #: registered component is used (prompt layers, tools).
+    setting: str = ""
+    #: One line for docs and help.
+    description: str = ""
+
+
+#: Every kind of component, in the order the kernel calls their registration hooks.
+COMPONENT_KINDS: tuple[ComponentKind, ...] = (
+    ComponentKind("llm", "llm_clients", "hermes_register_llm_clients", "LLMClient",
+                  "model.provider", "the client of the model API"),
+    ComponentKind("session-store", "session_stores", "hermes_register_session_stores",
+                  "SessionStore", "sessions.store", "where conversations are stored and searched"),
+    ComponentKind("memory-provider", "memory_providers", "hermes_register_memory_providers",
+                  "MemoryProvider", "memory.provider",
+                  "the external memory next to the built-in MEMORY.md / USER.md"),
+    ComponentKind("context-engine", "context_engines", "hermes_register_context_engines",
+                  "ContextEngine", "context.engine", "what happens when the context fills up"),
+    ComponentKind("prompt-layer", "prompt_layers", "hermes_register_prompt_layers",
+                  "PromptLayer", "", "a part of the system prompt (all are used)"),
+    ComponentKind("tool", "tools", "hermes_register_tools", "Tool", "",
+                  "a tool the model may call (all available ones are offered)"),
+)
+
 #: The kinds of registry, by the names the CLI uses (``hermes plugins select KIND``).
-KINDS = {
-    "context-engine": "context_engines",
-    "memory-provider": "memory_providers",
-    "session-store": "session_stores",
-    "llm": "llm_clients",
-    "prompt-layer": "prompt_layers",
-    "tool": "tools",
-}
+KINDS = {kind.name: kind.attr for kind in COMPONENT_KINDS}
 
 #: The config key each selectable kind is chosen by.
-SELECTION_KEYS = {
-    "context-engine": "context.engine",
-    "memory-provider": "memory.provider",
-    "session-store": "sessions.store",
-    "llm": "model.provider",
-}
+SELECTION_KEYS = {kind.name: kind.setting for kind in COMPONENT_KINDS if kind.setting}
+
+
+def kind_of(name: str) -> ComponentKind:
+    """The row of :data:`COMPONENT_KINDS` for a kind name, attribute or hook name."""
+    for kind in COMPONENT_KINDS:
+        if name in (kind.name, kind.attr, kind.hook):
+            return kind
+    raise ValueError(f"unknown kind {name!r}; choose one of: {', '.join(KINDS)}")
 
 
 @dataclass
@@ -115,27 +151,28 @@ class Registry:
 
 
 class Registries:
-    """All registries of one kernel."""
+    """All registries of one kernel, one per row of :data:`COMPONENT_KINDS` (the
+    attributes are declared for type checkers; the table creates them)."""
+
+    llm_clients: Registry
+    session_stores: Registry
+    memory_providers: Registry
+    context_engines: Registry
+    prompt_layers: Registry
+    tools: Registry
 
     def __init__(self) -> None:
-        self.context_engines = Registry("context-engine")
-        self.memory_providers = Registry("memory-provider")
-        self.session_stores = Registry("session-store")
-        self.llm_clients = Registry("llm")
-        self.prompt_layers = Registry("prompt-layer")
-        self.tools = Registry("tool")
+        for kind in COMPONENT_KINDS:
+            setattr(self, kind.attr, Registry(kind.name))
 
     def by_kind(self, kind: str) -> Registry:
-        """The registry for a CLI kind name (``context-engine``) or attribute name."""
-        attr = KINDS.get(kind, kind)
-        registry = getattr(self, attr, None)
-        if not isinstance(registry, Registry):
-            raise ValueError(f"unknown kind {kind!r}; choose one of: {', '.join(KINDS)}")
+        """The registry for a kind name (``context-engine``), attribute or hook name."""
+        registry: Registry = getattr(self, kind_of(kind).attr)
         return registry
 
     def all(self) -> list[Registry]:
-        """Every registry, in :data:`KINDS` order."""
-        return [self.by_kind(k) for k in KINDS]
+        """Every registry, in :data:`COMPONENT_KINDS` order."""
+        return [self.by_kind(k.name) for k in COMPONENT_KINDS]
 
     def remove_plugin(self, plugin: str) -> None:
         """Forget everything ``plugin`` registered, in every registry."""

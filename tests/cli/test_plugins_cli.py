@@ -279,7 +279,7 @@ def test_select_refuses_unknown_names_and_leaves_the_file_alone(site, hermes_hom
     assert "t-good-engine" in line
     assert path.read_bytes() == before
     result = run("plugins", "select", "engine", "x")
-    assert result.exit_code == 2 and "'engine' is not one of 'context-engine'" in result.stderr
+    assert result.exit_code == 2 and "'engine' is not one of 'llm', 'session-store', 'memory-provider', 'context-engine'" in result.stderr
     assert path.read_bytes() == before
 
 

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 import hermes
 from hermes import hookspecs
-from hermes.core import _REGISTRATION
 from hermes.manager import HermesPluginManager
+from hermes.registry import COMPONENT_KINDS, Registries
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS_MD = ROOT / "docs" / "hooks.md"
@@ -55,8 +55,23 @@ def test_hook_names_are_complete_and_classified():
     assert SPECS, "no hookspecs found"
     assert set(SPECS) == set(hookspecs.REGISTRATION_HOOKS) | set(hookspecs.EVENT_HOOKS) | {
         "hermes_register_commands"}
-    assert set(_REGISTRATION) == set(hookspecs.REGISTRATION_HOOKS)
     assert set(HermesPluginManager().spec_names()) == set(SPECS)
+
+
+def test_every_component_kind_is_one_row_of_the_table():
+    """Registries, registration hooks, selection and the contracts all come from
+    COMPONENT_KINDS; each row names a real hookspec, contract and registry."""
+    assert hookspecs.REGISTRATION_HOOKS == tuple(k.hook for k in COMPONENT_KINDS)
+    registries = Registries()
+    assert [r.kind for r in registries.all()] == [k.name for k in COMPONENT_KINDS]
+    assert set(Registries.__annotations__) == {k.attr for k in COMPONENT_KINDS}
+    for kind in COMPONENT_KINDS:
+        assert kind.hook in SPECS and isinstance(getattr(hermes, kind.contract), type)
+        assert registries.by_kind(kind.hook) is registries.by_kind(kind.name)
+        if kind.setting:
+            assert hermes.Config({}, home=ROOT).raw(kind.setting) is not None, kind.setting
+    text = HOOKS_MD.read_text(encoding="utf-8")
+    assert all(f"`{k.hook}(register)`" in text for k in COMPONENT_KINDS), "docs/hooks.md documents each kind"
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

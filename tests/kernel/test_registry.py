@@ -89,7 +89,7 @@ def test_by_kind_accepts_cli_names_and_attributes_and_refuses_others():
     regs = Registries()
     for kind, attr in KINDS.items():
         assert regs.by_kind(kind) is getattr(regs, attr) is regs.by_kind(attr)
-    with pytest.raises(ValueError, match="choose one of: context-engine"):
+    with pytest.raises(ValueError, match="choose one of: llm, session-store, memory-provider, context-engine"):
         regs.by_kind("engines")
     assert set(SELECTION_KEYS) <= set(KINDS)
 
