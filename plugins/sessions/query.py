@@ -153,7 +153,7 @@ def _cjk_strict(groups: list[list[Term]], table: str) -> Stage:
     groups = [[Term(t.text, True, False, t.negated) for t in g] for g in groups]
     short = [t for g in groups for t in g if len(t.text) < 3]
     if not short:
-        return Stage("trigram", "trigram", match=to_fts5(groups, prefix=False))
+        return Stage("trigram", "trigram", match=f"{OWN_COLUMNS} : ({to_fts5(groups, prefix=False)})")
     if len(groups) > 1:
         # LIKE cannot be OR-ed with MATCH, so the whole boolean goes to LIKE.
         ors, params = [], []
@@ -175,7 +175,7 @@ def _cjk_strict(groups: list[list[Term]], table: str) -> Stage:
             sql, p = _like_sql(term, table)
             conditions.append(sql)
             params += p
-    match = to_fts5([match_terms], prefix=False) if match_terms else None
+    match = f"{OWN_COLUMNS} : ({to_fts5([match_terms], prefix=False)})" if match_terms else None
     pairs = [t.text for t in group if len(t.text) == 2 and not t.negated and all(has_cjk(c) for c in t.text)]
     return Stage("trigram" if match else "like", "trigram", match=match,
                  where=" AND ".join(conditions), params=params, pairs=pairs)

@@ -179,7 +179,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
 );
 
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram USING fts5(
-    content, tool_name, tool_args, prev UNINDEXED, tokenize = 'trigram'
+    content, tool_name, tool_args, prev, tokenize = 'trigram'
 );
 
 CREATE TRIGGER IF NOT EXISTS messages_fts_ai AFTER INSERT ON messages WHEN {_DEFERRED} BEGIN

@@ -30,15 +30,17 @@ from typing import Any, TypeVar
 import hermes
 
 from . import schema
-from .query import RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
+from .query import OWN_COLUMNS, RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
 
 log = logging.getLogger("hermes.sessions")
 
 T = TypeVar("T")
 
 MAX_TITLE_LENGTH = 100
-#: Ranked searches score at most this many matches, the newest (see ``_run_stage``).
-RANK_WINDOW = 2000
+#: Ranked searches score at most this many matches (or RANK_SHARE of all messages, if
+#: more); a query with more matches lists the newest (see ``_run_stage``).
+RANK_LIMIT = 5000
+RANK_SHARE = 0.005
 #: In a relaxed query, a term in at least this share of all messages (and in at least
 #: COMMON_MIN of them) is dropped when a rarer term is left.
 COMMON_SHARE = 0.01
@@ -1048,14 +1050,14 @@ class SQLiteSessionStore(hermes.SessionStore):
             return stage
         total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
-        counts = []
-        for term in stage.terms:
-            expr = loosen(term)
-            if expr not in seen:
-                seen[expr] = conn.execute(
-                    "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-                    (expr, cap)).fetchone()[0]
-            counts.append(seen[expr])
+        exprs = [loosen(term) for term in stage.terms]
+        todo = list(dict.fromkeys(e for e in exprs if e not in seen))
+        if todo:  # one statement for every term (each count stops at cap)
+            probe = ", ".join("(SELECT count(*) FROM (SELECT rowid FROM messages_fts "
+                              "WHERE messages_fts MATCH ? LIMIT ?))" for _ in todo)
+            row = conn.execute(f"SELECT {probe}", [v for e in todo for v in (e, cap)]).fetchone()
+            seen.update(zip(todo, row, strict=True))
+        counts = [seen[e] for e in exprs]
         # A term that matches nothing is not a rarer term to keep instead of the others.
         rare = [t for t, n in zip(stage.terms, counts, strict=True) if 0 < n < cap]
         if not rare or len(rare) == len([n for n in counts if n]):
@@ -1064,18 +1066,32 @@ class SQLiteSessionStore(hermes.SessionStore):
                                    terms=rare)
 
     @staticmethod
-    def _gram_weights(conn: sqlite3.Connection, grams: list[str]) -> list[float]:
-        """BM25's inverse document frequency of each CJK bigram among the CJK messages,
-        from the trigram vocabulary (the messages holding a trigram that starts with the
-        bigram: every occurrence does, thanks to the newline at the end of each text)."""
+    def _gram_stats(conn: sqlite3.Connection, grams: list[str]) -> tuple[list[float], list[list[str] | None]]:
+        """For each CJK bigram: its BM25 inverse document frequency among the CJK
+        messages, and the trigrams that start with it (``None`` when more than
+        MAX_PAIR_TRIGRAMS), both from the trigram vocabulary — every occurrence of a
+        bigram starts a trigram, thanks to the newline at the end of each text."""
         total = conn.execute("SELECT count(*) FROM messages_fts_trigram_docsize").fetchone()[0]
-        weights = []
+        weights: list[float] = []
+        trigrams: list[list[str] | None] = []
         for gram in grams:
-            df = conn.execute("SELECT coalesce(sum(doc), 0) FROM messages_fts_trigram_vocab "
-                              "WHERE term >= ? AND term < ?", (gram, gram + "\U0010ffff")).fetchone()[0]
+            rows = conn.execute("SELECT term, doc FROM messages_fts_trigram_vocab WHERE term >= ? AND term < ? "
+                                "LIMIT ?", (gram, gram + "\U0010ffff", MAX_PAIR_TRIGRAMS + 1)).fetchall()
+            if len(rows) > MAX_PAIR_TRIGRAMS:
+                df = conn.execute("SELECT coalesce(sum(doc), 0) FROM messages_fts_trigram_vocab "
+                                  "WHERE term >= ? AND term < ?", (gram, gram + "\U0010ffff")).fetchone()[0]
+                trigrams.append(None)
+            else:
+                df = sum(r[1] for r in rows)
+                trigrams.append([r[0] for r in rows])
             df = min(df, total)
             weights.append(math.log(1.0 + (total - df + 0.5) / (df + 0.5)))
-        return weights
+        return weights, trigrams
+
+    @staticmethod
+    def _rank_limit(conn: sqlite3.Connection) -> int:
+        total = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        return max(RANK_LIMIT, int(total * RANK_SHARE))
 
     def _narrow_pairs(self, conn: sqlite3.Connection, stage: Stage) -> Stage:
         """A two-character CJK term is too short for the trigram index, but every place
@@ -1096,7 +1112,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         if not best:
             return dataclasses.replace(stage, match='""', ranked=False)  # matches nothing
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in best)
-        return dataclasses.replace(stage, match=match, ranked=False)
+        return dataclasses.replace(stage, match=f"{OWN_COLUMNS} : ({match})", ranked=False)
 
     def _run_stage(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
                    filter_params: list[Any], count: int, exclude: list[int],
@@ -1120,19 +1136,24 @@ class SQLiteSessionStore(hermes.SessionStore):
             params += exclude
         joins = (f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id")
         by_recency = stage.match is None or not stage.ranked
+        mode = stage.mode
         if stage.match is not None and stage.ranked:
-            # BM25 scores every match and first counts, for each term, every message that
-            # has it: a query whose matches run into the thousands costs hundreds of
-            # milliseconds over a million messages. Walking the matches newest-first
-            # without scoring is cheap, so look at most RANK_WINDOW deep that way; when
-            # there are more matches than that, the query is too unspecific for relevance
-            # to mean much and the newest matches are the ones worth recalling first.
+            # BM25 scores every match (and counts every message holding each term): a
+            # query matching tens of thousands of messages costs hundreds of milliseconds
+            # over a million. Walking the matches newest-first without scoring is cheap,
+            # so count at most rank_limit of them that way: fewer, and they are ranked by
+            # relevance; more (every term is very common), and the newest matches are
+            # listed instead — the hits' mode says so ("strict-recent").
             probe_joins = joins if (filter_sql or exclude) else ""
+            limit = self._rank_limit(conn)
             newest = conn.execute(
                 f"SELECT {table}.rowid FROM {table} {probe_joins} WHERE {' AND '.join(where)} "
-                f"ORDER BY {table}.rowid DESC LIMIT ?", (*params, RANK_WINDOW)).fetchall()
-            if len(newest) >= RANK_WINDOW:
+                f"ORDER BY {table}.rowid DESC LIMIT ?", (*params, limit)).fetchall()
+            if not newest:
+                return []
+            if len(newest) >= limit:
                 by_recency = True
+                mode = f"{stage.mode}-recent"
                 where.append(f"{table}.rowid >= ?")
                 params.append(newest[-1][0])
         if stage.match is not None and not stage.highlight:
@@ -1150,14 +1171,20 @@ class SQLiteSessionStore(hermes.SessionStore):
             # holds only them). A bigram in the previous message counts for less (the
             # question may use the words of the turn before the answer).
             prev_weight = schema.PREV_WEIGHT if stage.context else 0.0
-            weights = self._gram_weights(conn, stage.grams)
+            weights, trigrams = self._gram_stats(conn, stage.grams)
             counts = " + ".join(f"((instr({table}.content, ?) > 0) + {prev_weight} * "
                                 f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in stage.grams)
             score = f"({counts})"
             order = f"score DESC, length({table}.content), {table}.rowid DESC"
-            where.insert(0, "score >= ?")
+            # Scan only the messages holding one of the bigrams that are rare enough to
+            # list (their trigrams, OR-ed); when every bigram is common, scan them all.
+            narrow = [t for ts in trigrams if ts is not None for t in ts]
+            match = []
+            if narrow and all(ts is not None for ts in trigrams):
+                match = ["{content prev} : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in narrow) + ")"]
+            where[:0] = ["score >= ?"] + ([f"{table} MATCH ?"] if match else [])
             params = [*(v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)),
-                      min(weights), *params]
+                      min(weights), *match, *params]
             for term in stage.negatives:
                 where.append(f"instr({table}.content, ?) = 0")
                 params.append(term.text)
@@ -1180,7 +1207,7 @@ class SQLiteSessionStore(hermes.SessionStore):
                 "id": r["id"], "session_id": r["session_id"], "role": r["role"],
                 "snippet": snip or "", "timestamp": r["timestamp"], "tool_name": r["tool_name"],
                 "source": r["source"], "model": r["model"], "session_started": r["session_started"],
-                "session_title": r["session_title"], "context": [], "mode": stage.mode,
+                "session_title": r["session_title"], "context": [], "mode": mode,
                 "score": float(r["score"] or 0.0),
             })
         return hits

@@ -65,7 +65,8 @@ def test_search_never_raises_and_returns_a_list(store: SQLiteSessionStore, caplo
     assert not [r for r in caplog.records if "failed" in r.getMessage()], caplog.text
     assert len(hits) <= max(0, limit)
     for hit in hits:
-        assert hit["mode"] in ("strict", "relaxed", "trigram", "like")
+        assert hit["mode"] in ("strict", "relaxed", "trigram", "like", "strict-recent", "relaxed-recent",
+                               "trigram-recent")
 
 
 WORD = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=2, max_size=12)

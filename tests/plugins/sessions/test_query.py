@@ -139,7 +139,7 @@ def test_cjk_routing_per_token(query: str, mode: str) -> None:
 
 def test_cjk_mixed_match_and_like() -> None:
     stage = plan("数据库 Go NOT 测试", fallback=False)[0]
-    assert stage.match == '"数据库"'
+    assert stage.match == OWN_COLUMNS + ' : ("数据库")'
     assert stage.params == ["%Go%"] * 3 + ["%测试%"] * 3
     assert stage.where.count("LIKE") == 6 and "NOT (" in stage.where
 

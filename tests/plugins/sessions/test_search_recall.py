@@ -207,3 +207,14 @@ def test_two_character_cjk_terms_anywhere_in_the_text(store: SQLiteSessionStore)
     assert {h["id"] for h in store.search_messages("断裂", limit=50)} == {start, middle}
     assert store.search_messages("猫狗", limit=50) == []
     assert [h["mode"] for h in store.search_messages("断裂")] == ["like", "like"]
+
+
+def test_matches_below_the_rank_limit_are_ranked_not_listed_newest(store: SQLiteSessionStore, monkeypatch) -> None:
+    from hermes.plugins.sessions import store as store_module
+
+    monkeypatch.setattr(store_module, "RANK_LIMIT", 10)
+    best = store.append_message("old", "user", "ferret ferret ferret")
+    store.append_messages("new", [{"role": "user", "content": f"a long message that mentions a ferret once, number {i}"}
+                                  for i in range(8)])
+    hits = store.search_messages("ferret", fallback=False, limit=3)
+    assert hits[0]["id"] == best and {h["mode"] for h in hits} == {"strict"}

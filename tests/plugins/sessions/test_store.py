@@ -205,11 +205,12 @@ def test_read_connections_of_finished_threads_are_closed(store: SQLiteSessionSto
 def test_common_terms_rank_only_the_newest_matches(store: SQLiteSessionStore, monkeypatch) -> None:
     from hermes.plugins.sessions import store as store_module
 
-    monkeypatch.setattr(store_module, "RANK_WINDOW", 10)
+    monkeypatch.setattr(store_module, "RANK_LIMIT", 10)
     store.append_messages("old", [{"role": "user", "content": "common common common rare-old"}])
     store.append_messages("new", [{"role": "user", "content": f"common filler {i}"} for i in range(30)])
     hits = store.search_messages("common", limit=50, fallback=False)
     assert len(hits) == 10 and all(h["session_id"] == "new" for h in hits)  # the newest 10 only
+    assert {h["mode"] for h in hits} == {"strict-recent"}  # and the hits say so
     # a filter is applied before the window, so older qualifying matches are still found
     hits = store.search_messages("common", session_id="old", fallback=False)
     assert [h["session_id"] for h in hits] == ["old"]
@@ -220,7 +221,7 @@ def test_relaxed_queries_drop_very_common_terms(store: SQLiteSessionStore, monke
     from hermes.plugins.sessions import store as store_module
 
     monkeypatch.setattr(store_module, "COMMON_MIN", 5)
-    monkeypatch.setattr(store_module, "RANK_WINDOW", 10)
+    monkeypatch.setattr(store_module, "RANK_LIMIT", 10)
     store.append_messages("noise", [{"role": "user", "content": f"database chatter {i}"} for i in range(40)])
     store.append_messages("old", [{"role": "user", "content": "the postgres database migration"}])
     store.append_messages("newer", [{"role": "user", "content": f"database again {i}"} for i in range(40)])
