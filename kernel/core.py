@@ -13,7 +13,7 @@ from typing import Any
 
 from . import hookspecs
 from .config import Config, read_dotenv, resolve_home
-from .errors import ConflictError, PluginError, UnknownPluginError
+from .errors import ConfigError, ConflictError, HermesError, PluginError, UnknownPluginError
 from .manager import (
     SOURCE_REGISTERED,
     HermesPluginManager,
@@ -23,6 +23,7 @@ from .manager import (
 )
 from .redaction import attach_log_file
 from .registry import KINDS, SELECTION_KEYS, Registries, kind_of, make_register
+from .settings import check_settings, settings_schema, with_defaults
 
 log = logging.getLogger("hermes")
 
@@ -92,6 +93,7 @@ class Kernel:
         self.pm = HermesPluginManager(switches)
         self.registries = Registries()
         self.selection_errors: list[UnknownPluginError] = []
+        self.settings_errors: list[ConfigError] = []
         self._instances: dict[str, Any] = {}
 
         if defaults:
@@ -215,8 +217,40 @@ class Kernel:
             registry = self.registries.by_kind(kind)
             if name not in registry:
                 self.selection_errors.append(UnknownPluginError(kind, name, registry.names(), setting=key))
-        if raise_errors and self.selection_errors:
-            raise self.selection_errors[0]
+        self.settings_errors = self._check_settings()
+        if raise_errors and self.config_problems:
+            raise self.config_problems[0]
+
+    @property
+    def config_problems(self) -> list[HermesError]:
+        """Everything wrong with the configuration that a start would refuse: selections
+        naming nothing registered, then plugin settings that break their declaration.
+        ``hermes config validate`` and ``hermes doctor`` report exactly these."""
+        return [*self.selection_errors, *self.settings_errors]
+
+    def _check_settings(self) -> list[ConfigError]:
+        """Check each active plugin's ``plugins.<name>`` section against the schema it
+        declares (``hermes_settings``, see :mod:`hermes.settings`)."""
+        errors: list[ConfigError] = []
+        file = str(self.config.file) if self.config.file else None
+        for record in self.pm.records.values():
+            schema = settings_schema(self.pm.get_plugin(record.name)) if record.status == "active" else None
+            if schema is not None:
+                errors += check_settings(record.name, self.config.raw(f"plugins.{record.name}"), schema, file)
+        return errors
+
+    def plugin_settings(self, name: str) -> dict[str, Any]:
+        """Plugin ``name``'s settings, checked against the schema it declares, references
+        resolved and defaults filled in; the first problem raises :class:`ConfigError`
+        naming the key (the same check as at start and in ``hermes config validate``)."""
+        schema = settings_schema(self.pm.get_plugin(name)) or {}
+        problems = check_settings(name, self.config.raw(f"plugins.{name}"), schema)
+        values = self.config.plugin(name)
+        if not problems:  # references are checked once resolved
+            problems = check_settings(name, values, schema)
+        if problems:
+            raise problems[0]
+        return with_defaults(values, schema)
 
     def create(self, kind: str, name: str | None = None) -> Any:
         """A new instance of the named (or configured) component of ``kind``."""
@@ -308,8 +342,9 @@ class Kernel:
                 except Exception as exc:  # closing must never fail the caller
                     log.debug("closing %r failed: %s", instance, exc)
         self._instances.clear()
-        if self._detach_log is not None:
-            self._detach_log()  # a finalizer runs once; closing twice is harmless
+        detach_log = getattr(self, "_detach_log", None)
+        if detach_log is not None:
+            detach_log()  # a finalizer runs once; closing twice is harmless
 
     def __enter__(self) -> Kernel:
         return self
