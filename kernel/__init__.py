@@ -39,6 +39,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     ".core": ("Kernel",),
     ".registry": ("COMPONENT_KINDS", "ComponentKind"),
+    ".settings": ("Setting",),
     ".errors": (
         "ConfigError", "ConflictError", "ContextLengthError", "HermesError", "HomeError",
         "LLMAuthError", "LLMError", "LLMRateLimitError", "LLMUnavailableError", "PluginError",
@@ -152,6 +153,7 @@ __all__ = [
     "ParsedSearch", "SearchStage", "SearchTerm", "cjk_bigrams", "has_cjk", "informative",
     "parse_search", "plan_search", "search_stem", "strict_groups",
     "SessionInfo",
+    "Setting",
     "SessionStore",
     "StoreError",
     "StreamEvent",

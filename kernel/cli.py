@@ -84,8 +84,8 @@ class CLIState:
         kernel = self.kernel()
         if self.strict and kernel.failures:
             raise HermesError(f"strict mode: {kernel.failures[0].line()}")
-        if kernel.selection_errors:
-            raise kernel.selection_errors[0]
+        if kernel.config_problems:
+            raise kernel.config_problems[0]
         return kernel
 
 
@@ -535,7 +535,7 @@ def config_validate(state: CLIState) -> None:
     kernel = state.kernel()  # raises ConfigError with the file, line or key path
     for section in unknown_sections(read_yaml(home / "config.yaml")):
         click.echo(f"warning: unknown top-level section {section}; Hermes ignores it.", err=True)
-    problems = [str(e) for e in kernel.selection_errors]
+    problems = [str(e) for e in kernel.config_problems]
     try:
         kernel.config.as_dict(resolve=True)
     except HermesError as exc:
@@ -581,7 +581,7 @@ def doctor(state: CLIState, as_json: bool) -> None:
             "failed": [f.line() for f in kernel.failures],
         }
         problems.extend(f.line() for f in kernel.failures)
-        problems.extend(str(e) for e in kernel.selection_errors)
+        problems.extend(str(e) for e in kernel.config_problems)
         selected = {}
         from .registry import SELECTION_KEYS
 

@@ -25,31 +25,29 @@ PLUGIN_NAME = "sqlite-sessions"
 DB_FILE = "state.db"
 
 
+#: ``plugins.sqlite-sessions``, declared once: checked at start, by ``hermes config
+#: validate`` and ``hermes doctor``, and handed to :func:`open_store` with defaults.
+hermes_settings = {
+    "path": hermes.Setting(str, None, "another database file (relative: inside $HERMES_HOME)"),
+    "write_timeout": hermes.Setting(float, 20.0, "seconds a write waits for a busy database",
+                                    positive=True),
+    "synchronous": hermes.Setting(str, "normal", "normal (survives a process crash) or full "
+                                  "(also power loss)", choices=("normal", "full")),
+}
+
+
 def open_store(kernel: Any) -> Any:
     """Factory of the ``sqlite`` store: ``state.db`` in the kernel's home, configured from
     ``plugins.sqlite-sessions``. Bad settings raise :class:`hermes.ConfigError` naming
     the key."""
     from .store import SQLiteSessionStore
 
-    settings = kernel.plugin_config(PLUGIN_NAME) or {}
-    prefix = f"plugins.{PLUGIN_NAME}"
-    path = settings.get("path") or DB_FILE
-    if not isinstance(path, str):
-        raise hermes.ConfigError(f"{prefix}.path: expected a file path, got {path!r}.",
-                                 path=f"{prefix}.path")
-    timeout = settings.get("write_timeout", 20.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise hermes.ConfigError(
-            f"{prefix}.write_timeout: expected a positive number of seconds, got {timeout!r}.",
-            path=f"{prefix}.write_timeout")
-    sync = settings.get("synchronous", "normal")
-    if not isinstance(sync, str) or sync.lower() not in ("normal", "full"):
-        raise hermes.ConfigError(f"{prefix}.synchronous: expected normal or full, got {sync!r}.",
-                                 path=f"{prefix}.synchronous")
-    file = Path(path).expanduser()
+    settings = kernel.plugin_settings(PLUGIN_NAME)
+    file = Path(settings["path"] or DB_FILE).expanduser()
     if not file.is_absolute():
         file = Path(kernel.home) / file
-    return SQLiteSessionStore(file, write_timeout=float(timeout), synchronous=sync)
+    return SQLiteSessionStore(file, write_timeout=float(settings["write_timeout"]),
+                              synchronous=settings["synchronous"])
 
 
 @hermes.hookimpl

@@ -3,6 +3,7 @@ resolution, tools, plugin config, events, closing."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -240,3 +241,37 @@ def test_undecodable_dotenv_is_one_line_naming_the_file(tmp_path, kernel_factory
     with pytest.raises(hermes.ConfigError, match=expected) as info:
         kernel_factory(home=home)
     assert str(home / ".env") in str(info.value) and "\n" not in str(info.value)
+
+
+# -- plugin settings: one declaration, checked at start, by config validate and doctor ---
+
+
+@pytest.mark.parametrize("settings, message", [
+    ("write_timeout: -1", "plugins.sqlite-sessions.write_timeout: expected a positive number, got -1."),
+    ("synchronous: fast", "plugins.sqlite-sessions.synchronous: 'fast' is not one of normal, full."),
+    ("write_timout: 3", "plugins.sqlite-sessions.write_timout: unknown setting of plugin "
+                        "sqlite-sessions. Valid settings: path, write_timeout, synchronous."),
+])
+def test_plugin_settings_are_checked_the_same_everywhere(hermes_home, kernel_factory, settings, message):
+    from click.testing import CliRunner
+
+    from hermes.cli import cli
+
+    (hermes_home / "config.yaml").write_text(f"plugins:\n  sqlite-sessions:\n    {settings}\n")
+    with pytest.raises(hermes.ConfigError) as info:
+        kernel_factory(check_selection=True)  # a start (hermes chat) refuses it
+    assert str(info.value) == message
+    lenient = kernel_factory()
+    assert [str(e) for e in lenient.config_problems] == [message]
+
+    validate = CliRunner().invoke(cli, ["config", "validate"])
+    assert validate.exit_code == 1 and f"error: {message}" in validate.stderr
+    doctor = CliRunner().invoke(cli, ["doctor", "--json"])
+    assert message in json.loads(doctor.stdout)["problems"]
+
+
+def test_plugin_settings_fill_defaults_and_resolve_references(hermes_home, kernel_factory):
+    (hermes_home / "t.txt").write_text("full\n")
+    kernel = kernel_factory(config={"plugins": {"sqlite-sessions": {"synchronous": {"$file": "t.txt"}}}})
+    assert kernel.plugin_settings("sqlite-sessions") == {
+        "path": None, "write_timeout": 20.0, "synchronous": "full"}
