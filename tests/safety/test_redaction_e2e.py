@@ -127,3 +127,30 @@ def test_no_secret_format_reaches_a_memory_provider_or_the_summariser(kernel_fac
     # The local transcript keeps what the user typed: redaction is for what leaves.
     stored = json.dumps(agent.store.get_conversation(original_session), ensure_ascii=False)
     assert all(json.dumps(f.secret)[1:-1] in stored for f in FORMATS)
+
+
+def test_no_secret_format_reaches_the_lcm_summariser(kernel_factory: Any, fake_llm: Any) -> None:
+    # hermes-lcm summarises through its own prompts; it uses the same public function.
+    hermes_lcm = pytest.importorskip("hermes_lcm")
+    cfg = fake_llm.config(provider="openai")
+    cfg["plugins"] = {"lcm": {"fresh_tail_count": 4, "leaf_fanout": 2, "summary_max_tokens": 300}}
+    kernel = kernel_factory(config=cfg)
+    kernel.register_plugin(hermes_lcm, "lcm")
+    engine = kernel.create("context-engine", "lcm")
+    engine.update_model("fake-model", 8_000)
+    engine.on_session_start("session-1", hermes_home=str(kernel.home))
+    fake_llm.handler = lambda request: Reply(text="## Goal\nKeep notes.")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are careful."}]
+    for fmt in FORMATS:
+        messages += [{"role": "user", "content": f"Please keep this: {fmt.text}"},
+                     {"role": "assistant", "content": f"Kept: {fmt.text}"}]
+    everything = "\n".join(f.text for f in FORMATS)
+    hermes.call_compress(engine, messages, force=True, focus_topic="deploys",
+                         memory_context=f"KEYRING {everything}")
+    bodies = [json.dumps(r.body, ensure_ascii=False) for r in fake_llm.requests]
+    assert bodies, "the lcm engine made no summariser request"
+    leaked = [f.id for f in FORMATS if any(f.secret in body for body in bodies)]
+    assert leaked == []
+    # not vacuous: the memory context carrying every format reached the summariser
+    assert any("KEYRING" in body for body in bodies)
+    assert sum(body.count("[REDACTED]") for body in bodies) >= len(FORMATS)
