@@ -44,9 +44,14 @@ class SessionLock:
         """Take the lock or raise :class:`SessionBusyError` naming the holder."""
         if self._fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise HermesError(
+                    f"cannot create the session lock {self.path} ({exc.strerror or exc}). "
+                    f"Make {self.path.parent} writable.") from exc
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -383,3 +383,12 @@ def test_a_full_disk_fails_the_turn_and_keeps_the_message(tiny_disk, kernel_fact
         assert agent.store.check_integrity() == []
     finally:
         agent.close()
+
+
+def test_an_unwritable_lock_directory_is_one_clear_error(tmp_path):
+    from hermes.runtime.session_lock import SessionLock
+
+    (tmp_path / "locks").write_text("not a directory")
+    with pytest.raises(hermes.HermesError) as info:
+        SessionLock(tmp_path, "s1").acquire()
+    assert "locks" in str(info.value) and "writable" in str(info.value)
