@@ -201,13 +201,8 @@ def _check_random(name: str, value: str) -> bool:
     return _looks_random(value)
 
 
-def _check_pem_header(name: str, value: str) -> bool:
-    return "END" not in name  # "-----END RSA PRIVATE KEY-----" is not followed by the key
-
-
 _CHECKS: dict[str, Callable[[str, str], bool]] = {
     "value": lambda name, value: not _placeholder(value) and value not in ("…", "...", "pass", "pw"),
-    "pem_header": _check_pem_header,
     "assignment": _check_assignment,
     "prose": _check_prose,
     "random": _check_random,
@@ -221,6 +216,8 @@ _VALUE = (r"(?:\\{0,3}\"(?P<secret_dq>(?:[^\"\\\n]|\\[^\"\\\n]){1,300})\\{0,3}\"
           r"|(?P<secret_bare>[^\s\"'\\,;&<>(){}\[\]`][^\s\"',;&`]{0,299}))")
 _Q = r"(?:\\{0,3}[\"'])?"  # an optional, possibly escaped, quote
 _NL = r"(?:\r?\n|(?:\\r)?\\n)"  # a line break, or an escaped one (text inside a JSON string)
+_NOT_END = "".join(f"(?<!END {kind}PRIVATE KEY)(?<!END {kind}PRIVATE KEY BLOCK)"
+                   for kind in ("", "RSA ", "EC ", "DSA ", "OPENSSH ", "PGP ", "ENCRYPTED "))
 _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before - and _
 
 #: The table. Order matters only where rules overlap: specific formats come first, so
@@ -228,12 +225,13 @@ _B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also works before
 SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule("private-key", "PEM private key block (RSA, EC, DSA, OpenSSH, PGP, PKCS#8); the body "
                "lines are redacted even when the END line or part of the BEGIN line was cut off",
-               rf"(?P<name>[-A-Z0-9 ]{{0,40}})PRIVATE KEY(?: BLOCK)?-{{1,5}}(?P<secret>(?:[ \t]*{_NL}[ \t]*"
+               # starts with the literal (fast to find); "-----END … PRIVATE KEY-----" is no start
+               rf"PRIVATE KEY(?: BLOCK)?{_NOT_END}-{{1,5}}(?P<secret>(?:[ \t]*{_NL}[ \t]*"
                r"(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:[^\n\\]*)?)+?)"
                rf"(?=\s*(?:{_NL})?-----END)"
-               rf"|(?P<name_x>[-A-Z0-9 ]{{0,40}})PRIVATE KEY(?: BLOCK)?-{{1,5}}(?P<secret_x>(?:[ \t]*{_NL}[ \t]*"
+               rf"|PRIVATE KEY(?: BLOCK)?{_NOT_END}-{{1,5}}(?P<secret_x>(?:[ \t]*{_NL}[ \t]*"
                rf"(?:[A-Za-z0-9+/=]{{1,200}}(?![A-Za-z0-9+/=])|[A-Za-z-]+:[^\n\\]*))+)",
-               ("private key",), check="pem_header"),
+               ("private key",)),
     SecretRule("private-key-tail", "the end of a PEM private key whose BEGIN line was cut off "
                "(a window cut from a long text): the base64 lines before its END line",
                rf"(?<![A-Za-z0-9+/=])(?P<secret>(?:[A-Za-z0-9+/=]{{8,}}{_NL})+)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
@@ -366,8 +364,7 @@ def _rule_spans(rule: SecretRule, text: str) -> list[tuple[int, int]]:
         value = match.group(group)
         if REDACTED in value:
             continue
-        name = match.groupdict().get("name") or match.groupdict().get("name_x") or ""
-        if check is not None and not check(name, value):
+        if check is not None and not check(match.groupdict().get("name") or "", value):
             continue
         start, end = match.span(group)
         if spans and start < spans[-1][1]:
