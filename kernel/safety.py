@@ -204,7 +204,13 @@ class ThreatRule:
     unless: str | None = None
     negatable: bool = False
     any: frozenset[str] = frozenset()
+    #: A second prefilter group: one of these must be in the text too (a rule that
+    #: needs a file name *and* a network command lists one under each).
+    also: frozenset[str] = frozenset()
     flags: int = re.IGNORECASE
+    #: How far (characters) a match may reach from a prefilter word: in a long text the
+    #: pattern is searched only this close to where its words occur.
+    reach: int = 300
     #: How many characters around a match ``inner``, ``unless`` and the negation check
     #: also look at (the verb before a file name, the addressee after an order).
     window: int = 0
@@ -226,26 +232,45 @@ class ThreatRule:
     def _unless(self) -> re.Pattern[str] | None:
         return re.compile(self.unless, self.flags) if self.unless else None
 
-    def find(self, text: str) -> tuple[int, int] | None:
-        """The span of the first acceptable match in ``text`` (normalised), or ``None``."""
-        simple = self.inner is None and self.unless is None and not self.negatable
-        if simple:
-            match = self.regex.search(text)
+    @cached_property
+    def _lowered(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, re.Pattern[str] | None] | None:
+        # The same expressions, lower-cased and case-sensitive, for matching against
+        # lower-cased text: Python's re is several times slower with IGNORECASE. Only
+        # for rules that never switch case-insensitivity off.
+        parts = (self.pattern, self.inner, self.unless)
+        if not self.flags & re.IGNORECASE or any(p and "(?-i" in p for p in parts):
+            return None
+        flags = self.flags & ~re.IGNORECASE
+        pattern, inner, unless = (re.compile(_lower_pattern(p), flags) if p else None for p in parts)
+        assert pattern is not None
+        return pattern, inner, unless
+
+    def find(self, text: str, pos: int = 0, endpos: int | None = None, *,
+             lower: str | None = None) -> tuple[int, int] | None:
+        """The span of the first acceptable match in ``text[pos:endpos]`` (normalised
+        text; the span counts from the start of ``text``), or ``None``. ``lower`` is
+        ``text.lower()`` when the caller has it (and it is as long as ``text``)."""
+        stop = len(text) if endpos is None else endpos
+        regex, inner, unless = self.regex, self._inner, self._unless
+        if lower is not None and self._lowered is not None:
+            (regex, inner, unless), text = self._lowered, lower
+        if self.inner is None and self.unless is None and not self.negatable:
+            match = regex.search(text, pos, stop)
             return match.span() if match else None
         # Matches do not overlap, so this loop is linear in the text; bounded anyway
         # (generously: decoys before the real match must not hide it).
-        for n, match in enumerate(self.regex.finditer(text)):
+        for n, match in enumerate(regex.finditer(text, pos, stop)):
             if n >= 1024:
                 break
             start, end = match.span()
             found = text[max(0, start - self.window):end + self.window] if self.window else match.group(0)
-            if self._inner is not None and not self._inner.search(found):
+            if inner is not None and not inner.search(found):
                 continue
-            if self._unless is not None and self._unless.search(found):
+            if unless is not None and unless.search(found):
                 continue
-            if self.negatable and _NEGATION_RE.search(text, max(0, match.start() - 40), match.start()):
+            if self.negatable and _NEGATION_RE.search(text, max(0, start - 40), start):
                 continue
-            return match.span()
+            return start, end
         return None
 
     def search(self, text: str) -> str | None:
@@ -271,20 +296,45 @@ class RuleSet:
         return {s: tuple(r for r in self.rules if s in r.scopes) for s in SCOPES}
 
     @cached_property
-    def _substrings(self) -> tuple[str, ...]:
-        # Triggers that are not single words (CJK phrases, "<|im_start|>", "/dev/tcp"):
-        # looked up with ``in``; the rest through the text's word set.
-        return tuple(sorted({t for r in self.rules for t in r.any if not _is_word(t)}))
+    def order(self) -> dict[str, int]:
+        return {r.id: i for i, r in enumerate(self.rules)}
 
-    def triggered(self, text_lower: str, words: set[str], substrings: bool = True) -> set[str]:
+    @cached_property
+    def _index(self) -> tuple[dict[str, dict[str, tuple[int, ...]]], frozenset[str], tuple[tuple[str, str], ...]]:
+        # Per scope, trigger -> indexes of the rules listing it (under ``any``); the set
+        # of word triggers; and the substring triggers as (key, needle) pairs.
+        per_scope: dict[str, dict[str, tuple[int, ...]]] = {}
+        for scope, rules in self.by_scope.items():
+            index: dict[str, list[int]] = {}
+            for i, rule in enumerate(rules):
+                for trigger in rule.any or ("",):  # "" = always a candidate
+                    index.setdefault(trigger, []).append(i)
+            per_scope[scope] = {t: tuple(v) for t, v in index.items()}
+        every = {t for r in self.rules for t in r.any | r.also}
+        words = frozenset(t for t in every if _is_word(t))
+        subs = tuple(sorted((t, t.rstrip("\x00")) for t in every if not _is_word(t)))
+        return per_scope, words, subs
+
+    def triggered(self, text_lower: str, words: Iterable[str], substrings: bool = True) -> set[str]:
         """The triggers (words and substrings) present in a lower-cased text."""
-        hits = {t for t in self._substrings if t.rstrip("\x00") in text_lower} if substrings else set()
-        return hits | words
+        _, word_triggers, subs = self._index
+        hits = set(word_triggers.intersection(words))
+        if substrings:
+            # Only needles whose first character occurs at all (a cheap set lookup
+            # skips the CJK needles in a German text and so on).
+            chars = set(text_lower)
+            hits.update(key for key, needle in subs if needle[0] in chars and needle in text_lower)
+        return hits
 
-    def candidates(self, scope: str, hits: set[str]) -> Iterator[ThreatRule]:
-        for rule in self.by_scope[scope]:
-            if not rule.any or not rule.any.isdisjoint(hits):
-                yield rule
+    def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
+        """The rules of ``scope`` whose prefilter groups are satisfied by ``hits``, in
+        file order."""
+        index = self._index[0][scope]
+        rules = self.by_scope[scope]
+        picked = set(index.get("", ()))
+        for trigger in hits:
+            picked.update(index.get(trigger, ()))
+        return [rules[i] for i in sorted(picked) if not rules[i].also or not rules[i].also.isdisjoint(hits)]
 
 
 def _is_word(trigger: str) -> bool:
@@ -319,6 +369,20 @@ def _trigger(text: str) -> str:
     # so that _is_word sends it to the substring lookup.
     folded = _fold(text.rstrip("*")).lower()
     return folded + "\x00" if text.endswith("*") and _is_word(folded) else folded
+
+
+def _lower_pattern(pattern: str) -> str:
+    """``pattern`` with its literals lower-cased; escapes (``\\S``, ``\\W``, ``\\B``,
+    ``\\u00AD``) are kept as written, since their case is their meaning."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+        else:
+            out.append(pattern[i].lower())
+            i += 1
+    return "".join(out)
 
 
 def _fold(literal: str) -> str:
@@ -366,8 +430,10 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
             unless=_expand(str(item["unless"]), defs, where) if item.get("unless") else None,
             negatable=bool(item.get("negatable", False)),
             any=frozenset(_trigger(str(t)) for t in item.get("any") or ()),
+            also=frozenset(_trigger(str(t)) for t in item.get("also") or ()),
             flags=flags,
             window=int(item.get("window", 0)),
+            reach=int(item.get("reach", 300)),
         )
         try:
             rule.regex, rule._inner, rule._unless  # noqa: B018 — compile now to name the bad rule
@@ -555,14 +621,63 @@ def _resolve_scope(scope: str) -> str:
     return resolved
 
 
-def _match_layer(rules: RuleSet, scope: str, text: str, layer: str, *, reverse: bool = False,
+def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int]]:
+    """Where each trigger in ``hits`` occurs in ``lower`` (at most 256 places each);
+    word triggers only where they stand as whole words."""
+    positions: dict[str, list[int]] = {}
+    for key in hits:
+        word = _is_word(key)
+        needle, at = key.rstrip("\x00"), []
+        i = lower.find(needle)
+        while i >= 0 and len(at) < 256:
+            j = i + len(needle)
+            if not word or ((i == 0 or not _is_word_char(lower[i - 1]))
+                            and (j >= len(lower) or not _is_word_char(lower[j]))):
+                at.append(i)
+            i = lower.find(needle, i + 1)
+        positions[key] = at
+    return positions
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+# Texts up to this long are searched whole by every candidate rule; longer ones only
+# near the rule's prefilter words (see ThreatRule.reach).
+_WHOLE_TEXT = 2048
+
+
+def _windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> list[tuple[int, int]] | None:
+    """Merged ``(start, end)`` ranges within ``rule.reach`` of the rule's prefilter
+    words, or ``None`` to search the whole text."""
+    if not rule.any:
+        return None
+    spans = sorted((max(0, p - rule.reach), min(length, p + rule.reach)) for t in rule.any for p in positions.get(t, ()))
+    merged: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return None if sum(hi - lo for lo, hi in merged) > 0.7 * length else merged
+
+
+def _match_layer(rules: RuleSet, scope: str, text: str, *,
                  substrings: bool = True) -> list[tuple[ThreatRule, tuple[int, int], str]]:
     lower = text.lower()
-    words = set(_WORD_RE.findall(lower))
+    words = _WORD_RE.findall(lower)
     hits = rules.triggered(lower, words, substrings)
+    candidates = rules.candidates(scope, hits)
+    positions = _trigger_positions(lower, hits) if len(text) > _WHOLE_TEXT and candidates else {}
     out = []
-    for rule in rules.candidates(scope, hits):
-        span = rule.find(text)
+    same = lower if len(lower) == len(text) else None  # lower() can lengthen a few letters
+    for rule in candidates:
+        windows = _windows(rule, positions, len(text)) if positions else None
+        if windows is None:
+            span = rule.find(text, lower=same)
+        else:
+            span = next((found for lo, hi in windows if (found := rule.find(text, lo, hi, lower=same))), None)
         if span is not None:
             out.append((rule, span, text[span[0]:span[1]]))
     return out
@@ -579,8 +694,21 @@ def _layers(normalized: str, lower: str) -> Iterator[tuple[str, str, tuple[int, 
 def _raw_span(raw: str, normalized: str, span: tuple[int, int]) -> tuple[int, int] | None:
     """``span`` of ``normalized`` mapped back to ``raw`` (exact when NFKC changed no
     character; approximate otherwise)."""
-    if raw is normalized or raw == normalized:
+    if len(raw) == len(normalized):  # folding is one-to-one; nothing was removed
         return span
+    if unicodedata.is_normalized("NFKC", raw):
+        # Only format characters were removed: shift past each one before the point.
+        removed = [m.start() for m in _FORMAT_RE.finditer(raw)]
+
+        def back(i: int) -> int:
+            for r in removed:
+                if r <= i:
+                    i += 1
+                else:
+                    break
+            return i
+
+        return back(span[0]), back(span[1] - 1) + 1 if span[1] > span[0] else back(span[0])
     positions: list[int] = []
     for i, ch in enumerate(raw):
         n = _FORMAT_RE.sub("", unicodedata.normalize("NFKC", ch).translate(_CONFUSABLES)) if not ch.isascii() else ch
@@ -623,17 +751,15 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         findings.append(Threat(rule.id, rule.description, clean[:80], rule.kind, rule.weight, raw_span, layer))
 
     def ordered(matches: Iterable[tuple[ThreatRule, tuple[int, int], str]]) -> list[tuple[ThreatRule, tuple[int, int], str]]:
-        order = {r.id: i for i, r in enumerate(ruleset.rules)}
-        return sorted(matches, key=lambda m: (-m[0].weight, order[m[0].id]))
+        return sorted(matches, key=lambda m: (-m[0].weight, ruleset.order[m[0].id]))
 
-    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, "text")):
+    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized)):
         keep(rule, span, excerpt, "text", "text", _raw_span(head, normalized, span))
     lower = normalized.lower()
     for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
         decoded_norm = normalize_for_scan(decoded)
         reverse = layer == "reversed"
-        for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, layer,
-                                                        substrings=not reverse)):
+        for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
             if reverse:
                 length = len(decoded_norm)
                 where = _raw_span(head, normalized, (length - span[1], length - span[0]))

@@ -1,0 +1,152 @@
+"""Threat scanner: block rate and false-positive rate on the hand-written corpus, per
+half (tune / heldout), per language and per kind, and scan time per KB beside a plain
+single-regex pass in the same run.
+
+Prints one JSON line per figure:
+
+* ``{"figure": "rates", "half": …}`` — attacks blocked / benign texts blocked, per half;
+* ``{"figure": "language", …}`` and ``{"figure": "kind", …}`` — the same per language
+  and per kind (both halves together, and per half);
+* ``{"figure": "rules_load_ms"}`` — parsing and compiling threat_rules.yaml once;
+* ``{"figure": "scan_ms_per_kb", "input": …}`` — median CPU ms per KB of text for the
+  scanner and for the baseline (one precompiled regex, the first scanner's
+  "ignore … previous … instructions" pattern, searched once), and their ratio; inputs
+  are the corpus texts one by one, and documents of ~4 KB and ~16 KB (context-file
+  sizes) built from benign texts with one attack in the middle;
+* a last line ``{"figure": "target", …}`` comparing the worst ms/KB with the goal (< 1).
+
+    python benchmarks/scanner.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from hermes.safety import load_rules, scan_for_threats
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scanner"
+TARGET_MS_PER_KB = 1.0
+
+# The first scanner's best-known pattern: the plain baseline.
+BASELINE = re.compile(
+    r"\bignore\s+(?:[\w'’-]+\s+){0,8}?(?:previous|all|above|prior|earlier|preceding|former)\s+"
+    r"(?:[\w'’-]+\s+){0,8}?(?:instructions|directions|directives|prompts?)\b", re.IGNORECASE)
+
+
+def emit(**fields: object) -> None:
+    print(json.dumps(fields, ensure_ascii=False), flush=True)
+
+
+def load(half: str) -> list[dict]:
+    with open(DATA / f"{half}.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def tally(rows: list[dict], blocked: list[bool]) -> dict:
+    attacks = [b for r, b in zip(rows, blocked, strict=True) if r["label"] == "attack"]
+    benign = [b for r, b in zip(rows, blocked, strict=True) if r["label"] == "benign"]
+    out: dict = {"attacks": len(attacks), "benign": len(benign)}
+    if attacks:
+        out["block_rate"] = round(sum(attacks) / len(attacks), 4)
+    if benign:
+        out["false_positive_rate"] = round(sum(benign) / len(benign), 4)
+    return out
+
+
+def rates() -> None:
+    halves = {half: load(half) for half in ("tune", "heldout")}
+    verdicts = {half: [bool(scan_for_threats(r["text"], scope=r["scope"])) for r in rows]
+                for half, rows in halves.items()}
+    for half, rows in halves.items():
+        emit(figure="rates", half=half, **tally(rows, verdicts[half]))
+    every = [(r, b, half) for half, rows in halves.items() for r, b in zip(rows, verdicts[half], strict=True)]
+    emit(figure="rates", half="both", **tally([r for r, _, _ in every], [b for _, b, _ in every]))
+    for field in ("language", "kind"):
+        groups: dict[str, list] = defaultdict(list)
+        for row, verdict, half in every:
+            groups[row[field]].append((row, verdict, half))
+        for name in sorted(groups, key=lambda g: (-len(groups[g]), g)):
+            items = groups[name]
+            per_half = {h: tally([r for r, _, hh in items if hh == h], [b for _, b, hh in items if hh == h])
+                        for h in halves}
+            emit(figure=field, **{field: name}, **tally([r for r, _, _ in items], [b for _, b, _ in items]),
+                 tune=per_half["tune"], heldout=per_half["heldout"])
+
+
+def documents(rows: list[dict], size: int, count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    benign = [r["text"] for r in rows if r["label"] == "benign"]
+    attacks = [r["text"] for r in rows if r["label"] == "attack"]
+    docs = []
+    for _ in range(count):
+        parts: list[str] = []
+        while sum(map(len, parts)) < size:
+            parts.append(rng.choice(benign))
+        parts.insert(len(parts) // 2, rng.choice(attacks))
+        docs.append("\n\n".join(parts))
+    return docs
+
+
+def ms_per_kb(texts: list[str], fn, runs: int) -> float:
+    # CPU time of this process, not wall time: on a shared machine other processes'
+    # load should not count against the scanner (wall time is reported beside it).
+    kb = sum(len(t.encode("utf-8")) for t in texts) / 1024
+    samples = []
+    for _ in range(runs):
+        start = time.process_time()
+        for text in texts:
+            fn(text)
+        samples.append((time.process_time() - start) * 1000 / kb)
+    return statistics.median(samples)
+
+
+def speed(runs: int) -> float:
+    start = time.perf_counter()
+    load_rules.cache_clear()
+    load_rules()
+    emit(figure="rules_load_ms", ms=round((time.perf_counter() - start) * 1000, 2))
+    rows = load("tune") + load("heldout")
+    inputs = {
+        "corpus texts": [r["text"] for r in rows],
+        "4 KB documents": documents(rows, 4096, 40, 1),
+        "16 KB documents": documents(rows, 16384, 12, 2),
+    }
+    worst = 0.0
+    for name, texts in inputs.items():
+        scanner = baseline = 0.0
+        # Interleaved so that machine load hits both alike.
+        pairs = [(ms_per_kb(texts, lambda t: scan_for_threats(t, scope="context_file"), 1),
+                  ms_per_kb(texts, BASELINE.search, 1)) for _ in range(runs)]
+        scanner = statistics.median(p[0] for p in pairs)
+        baseline = statistics.median(p[1] for p in pairs)
+        worst = max(worst, scanner)
+        emit(figure="scan_ms_per_kb", input=name, texts=len(texts),
+             kb=round(sum(len(t.encode()) for t in texts) / 1024, 1), scanner=round(scanner, 4),
+             baseline_single_regex=round(baseline, 4), ratio=round(scanner / baseline, 1) if baseline else None)
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per input (median reported)")
+    args = parser.parse_args()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    emit(figure="machine", python=platform.python_version(), platform=platform.platform(),
+         cpus=os.cpu_count(), load_average=[round(x, 2) for x in load] if load else None)
+    rates()
+    worst = speed(max(3, args.runs))
+    emit(figure="target", worst_ms_per_kb=round(worst, 4), target_ms_per_kb=TARGET_MS_PER_KB,
+         ok=worst < TARGET_MS_PER_KB)
+
+
+if __name__ == "__main__":
+    main()
