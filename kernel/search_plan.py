@@ -36,6 +36,8 @@ MAX_QUERY_CHARS = 2048
 MAX_TERMS = 32
 #: At most this many CJK bigrams in a relaxed CJK stage.
 MAX_GRAMS = 40
+#: A single run of at most this many CJK characters is a keyword, not a question.
+CJK_KEYWORD = 5
 #: Fewer hits than this and the next (relaxed) stage runs.
 RELAX_BELOW = 5
 
@@ -363,9 +365,10 @@ def plan_search(query: str | None, *, fallback: bool = True) -> list[SearchStage
     single_term = len(parsed.groups) == 1 and len(positives) == 1
     if parsed.cjk:
         grams = cjk_bigrams(" ".join(t.text for t in positives))[:MAX_GRAMS]
-        # One short CJK word is a keyword, found by the strict stage; a longer run or
-        # several terms read as a question.
-        keyword = single_term and sum(len(r) for r in _CJK_RUN_RE.findall(positives[0].text)) < 4
+        # One CJK word (up to CJK_KEYWORD characters: most words and idioms) is a
+        # keyword, found by the strict stage; a longer run or several terms read as a
+        # question.
+        keyword = single_term and sum(len(r) for r in _CJK_RUN_RE.findall(positives[0].text)) <= CJK_KEYWORD
         if grams and not keyword:
             stages.append(SearchStage("relaxed", "grams", "cjk", grams=grams,
                                       negatives=[t for t in negatives if t.cjk], context=len(grams) > 1))

@@ -40,13 +40,17 @@ MAX_TITLE_LENGTH = 100
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages, if
 #: more); a query with more matches lists the newest (see ``_run_stage``).
 RANK_LIMIT = 5000
-RANK_SHARE = 0.005
+RANK_SHARE = 0.01
 #: In a relaxed query, a term in at least this share of all messages (and in at least
 #: COMMON_MIN of them) is dropped when a rarer term is left.
 COMMON_SHARE = 0.01
 COMMON_MIN = 2000
 #: A two-character CJK term that starts more trigrams than this is scanned for.
 MAX_PAIR_TRIGRAMS = 300
+#: At most this many trigrams narrow the CJK bigram stage; a question of only common
+#: bigrams ranks the newest RECENT_CJK CJK messages instead.
+MAX_GRAM_TRIGRAMS = 400
+RECENT_CJK = 20_000
 #: Hops a lineage walk may take before it stops (cycle and corruption guard).
 MAX_HOPS = 1000
 _CONTEXT_CHARS = 200
@@ -1176,12 +1180,20 @@ class SQLiteSessionStore(hermes.SessionStore):
                                 f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in stage.grams)
             score = f"({counts})"
             order = f"score DESC, length({table}.content), {table}.rowid DESC"
-            # Scan only the messages holding one of the bigrams that are rare enough to
-            # list (their trigrams, OR-ed); when every bigram is common, scan them all.
-            narrow = [t for ts in trigrams if ts is not None for t in ts]
+            # Scan only the messages holding one of the bigrams rare enough to list (their
+            # trigrams, OR-ed): a message with only common bigrams would rank low anyway.
+            # When every bigram is common, scan them all.
+            narrow: list[str] = []
+            for _, listed in sorted(zip(weights, trigrams, strict=True), key=lambda x: -x[0]):
+                if listed is not None and len(narrow) + len(listed) <= MAX_GRAM_TRIGRAMS:
+                    narrow += listed  # rarest bigrams first, while the OR stays small
             match = []
-            if narrow and all(ts is not None for ts in trigrams):
+            if narrow:
                 match = ["{content prev} : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in narrow) + ")"]
+            else:  # only common bigrams: look at the newest CJK messages, and say so
+                mode = f"{stage.mode}-recent"
+                where.append(f"{table}.rowid >= coalesce((SELECT rowid FROM {table} ORDER BY rowid DESC "
+                             f"LIMIT 1 OFFSET {RECENT_CJK}), 0)")
             where[:0] = ["score >= ?"] + ([f"{table} MATCH ?"] if match else [])
             params = [*(v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)),
                       min(weights), *match, *params]
