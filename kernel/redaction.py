@@ -153,7 +153,8 @@ def _looks_random(value: str) -> bool:
 def _placeholder(value: str) -> bool:
     bare = value.strip().strip("\"'`").rstrip(".,;:!?)]}")
     lowered = bare.lower()
-    return (not bare or value.rstrip().endswith(("...", "…")) or lowered in _NOT_SECRETS or REDACTED in bare or bool(_PLACEHOLDER.match(bare))
+    return (not bare or lowered in _NOT_SECRETS or REDACTED in bare or bool(_PLACEHOLDER.match(bare))
+            or value.rstrip().endswith(("...", "…"))  # an example cut short: "m0-..."
             or any(ref in lowered for ref in ("getenv", "environ", "process.env", "secretsmanager"))
             or bool(_FAKE.match(bare)) or bool(_CODE.search(bare))
             # code passing a variable on: api_key=api_key, token=self.token, password=args.password
