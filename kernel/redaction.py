@@ -357,7 +357,7 @@ def _secret_group(match: re.Match[str]) -> str | None:
 def _rule_spans(rule: SecretRule, text: str) -> list[tuple[int, int]]:
     """The secret spans of ``rule`` in ``text``, sorted, overlapping ones merged."""
     check = _CHECKS[rule.check] if rule.check else None
-    spans = []
+    spans: list[tuple[int, int]] = []
     for match in rule.compiled.finditer(text):
         group = _secret_group(match)
         if group is None:
