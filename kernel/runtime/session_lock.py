@@ -11,7 +11,6 @@ the lock.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 
@@ -44,6 +43,8 @@ class SessionLock:
         """Take the lock or raise :class:`SessionBusyError` naming the holder."""
         if self._fd is not None:
             return
+        import fcntl  # POSIX only: imported here so that importing Hermes works on Windows
+
         while True:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,6 +87,8 @@ class SessionLock:
             os.unlink(self.path)
         except OSError:
             pass
+        import fcntl
+
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:

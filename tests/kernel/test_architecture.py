@@ -170,3 +170,134 @@ def test_no_heavy_sdk_at_module_level():
                 problems.append(f"{rel(path)}:{line} imports {module} at module level")
     assert not problems, ("heavy SDKs are imported inside factories, never at module top "
                           "(hermes --help imports these modules):\n" + "\n".join(problems))
+
+
+# -- rules of issue 19 ----------------------------------------------------------------
+
+
+def _sources(*dirs: Path) -> list[Path]:
+    return [p for d in dirs for p in python_files(d)]
+
+
+def _calls(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line, dotted callee)`` of every call in ``path`` (``os.environ.setdefault``)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Call):
+            parts, func = [], node.func
+            while isinstance(func, ast.Attribute):
+                parts.append(func.attr)
+                func = func.value
+            if isinstance(func, ast.Name):
+                parts.append(func.id)
+            yield node.lineno, ".".join(reversed(parts))
+
+
+def test_no_module_level_fcntl():
+    """``import hermes`` and every module it may import work on Windows: file locks go
+    through filelock (hermes.file_lock), never a module-level ``import fcntl``."""
+    problems = [f"{rel(p)}:{line}" for p in _sources(KERNEL, PLUGINS)
+                for line, module, _, top in imports(p) if top and module == "fcntl"]
+    assert not problems, f"module-level fcntl (use hermes.file_lock): {problems}"
+
+
+def test_kernel_and_default_plugins_never_write_os_environ():
+    """Each kernel keeps its own environment (kernel.env, $HERMES_HOME/.env): writing
+    os.environ would leak one home's secrets into every other kernel of the process."""
+    writers = {"os.environ.setdefault", "os.environ.update", "os.environ.__setitem__", "os.putenv",
+               "os.environ.pop", "os.unsetenv"}
+    problems = [f"{rel(p)}:{line} {callee}" for p in _sources(KERNEL, PLUGINS)
+                if "testing" not in p.relative_to(ROOT).parts
+                for line, callee in _calls(p) if callee in writers]
+    for path in _sources(KERNEL, PLUGINS):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = getattr(node, "targets", None) or ([node.target] if isinstance(node, ast.AugAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Subscript) and ast.unparse(target.value) == "os.environ":
+                    problems.append(f"{rel(path)}:{node.lineno} assigns os.environ[...]")
+    assert not problems, problems
+
+
+def _top_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_dotenv_is_parsed_in_one_place():
+    problems = [rel(p) for p in _sources(KERNEL, PLUGINS, CONTRIB)
+                if "dotenv" in _top_modules(p) and p != KERNEL / "config.py"]
+    assert not problems, f"parse .env through hermes.config.read_dotenv only: {problems}"
+
+
+def test_entry_points_are_discovered_by_importlib_metadata_only():
+    """No hand-written dist-info scan: discovery asks importlib_metadata (see
+    find_entry_points), so every install layout it knows is found; no other module reads
+    entry_points.txt."""
+    callees = {callee for _, callee in _calls(KERNEL / "manager.py")}
+    assert "importlib_metadata.entry_points" in callees
+    readers = [rel(p) for p in _sources(KERNEL, PLUGINS)
+               if "entry_points.txt" in p.read_text(encoding="utf-8")
+               and p != KERNEL / "manager.py" and "testing" not in p.relative_to(KERNEL).parts]
+    assert not readers, readers
+
+
+def test_hook_order_and_records_stay_inside_the_manager():
+    """One call order: kernel code gets implementations from ordered_impls (never
+    get_hookimpls() in its own order), and nothing outside the manager touches its private
+    record bookkeeping."""
+    problems = []
+    for path in _sources(KERNEL, PLUGINS, CONTRIB):
+        if path == KERNEL / "manager.py" or "tests" in path.parts:
+            continue
+        for line, callee in _calls(path):
+            if callee.endswith(".get_hookimpls") or callee.endswith("._new_record"):
+                problems.append(f"{rel(path)}:{line} {callee}")
+    assert not problems, problems
+
+
+def test_one_copy_of_the_shared_helpers():
+    """Helpers the kernel exports are not written again: message-content flattening
+    (hermes.content_text), serial workers (hermes.SerialWorker), retry-after parsing and
+    backoff (hermes.retry_after / backoff_delay), the background memory provider skeleton
+    (hermes.BackgroundMemoryProvider)."""
+    problems = []
+    for path in _sources(KERNEL, PLUGINS, CONTRIB):
+        if "tests" in path.parts or path.name == "fakellm.py":
+            continue  # the fake server parses Anthropic blocks its own way, on purpose
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.FunctionDef) and node.name in ("_text_of", "text_of", "message_text")
+                    and "content_text" not in ast.unparse(node)):
+                problems.append(f"{rel(path)}:{node.lineno} defines {node.name} (use hermes.content_text)")
+        for line, callee in _calls(path):
+            if callee == "queue.Queue" and path != KERNEL / "workers.py":
+                problems.append(f"{rel(path)}:{line} a worker queue of its own (use hermes.SerialWorker)")
+            if callee.endswith("headers.get") and path != KERNEL / "workers.py":
+                source_line = path.read_text(encoding="utf-8").splitlines()[line - 1]
+                if "retry-after" in source_line:
+                    problems.append(f"{rel(path)}:{line} parses retry-after (use hermes.retry_after)")
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and path != KERNEL / "workers.py"):
+            bases = {ast.unparse(b) for b in cls.bases}
+            if bases & {"hermes.MemoryProvider", "MemoryProvider"} and any(
+                    isinstance(n, ast.Call) and ast.unparse(n.func).endswith("CircuitBreaker")
+                    for n in ast.walk(cls)):
+                problems.append(f"{rel(path)}:{cls.lineno} {cls.name} builds its own breaker "
+                                "(subclass hermes.BackgroundMemoryProvider)")
+    assert not problems, "\n".join(problems)
+
+
+def test_component_kinds_come_from_the_table():
+    """No second list of component kinds: registration hooks and selection keys are
+    derived from hermes.registry.COMPONENT_KINDS."""
+    problems = []
+    for path in _sources(KERNEL, PLUGINS):
+        if path in (KERNEL / "registry.py", KERNEL / "hookspecs.py"):
+            continue
+        source = path.read_text(encoding="utf-8")
+        if '"hermes_register_llm_clients"' in source or '"context-engine", "memory-provider"' in source:
+            problems.append(rel(path))
+    assert not problems, f"derive from COMPONENT_KINDS instead: {problems}"

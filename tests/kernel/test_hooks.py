@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
@@ -309,17 +308,25 @@ def test_event_hooks_with_no_implementation_are_fine(kernel):
 
 
 def test_click_is_what_commands_receive(hermes_home, monkeypatch):
-    """The ``cli`` argument is a click.Group, as documented."""
-    seen = []
-    monkeypatch.setenv("HERMES_LOAD_PLUGINS", "")
+    """The ``cli`` argument is the hermes command group: a command a plugin adds to it
+    is listed by ``hermes --help`` and runs as ``hermes <command>``."""
+    from click.testing import CliRunner
 
-    class Plugin:
-        @hermes.hookimpl
-        def hermes_register_commands(self, cli):
-            seen.append(cli)
+    from hermes.cli import cli
 
-    kernel = hermes.Kernel(home=hermes_home, autoload=False, check_selection=False, plugins=[Plugin()])
-    impl = next(i for i in kernel.pm.ordered_impls("hermes_register_commands")
-                if i.plugin_name.startswith("Plugin"))
-    impl.function(cli=click.Group("hermes"))
-    assert isinstance(seen[0], click.Group)
+    monkeypatch.delenv("HERMES_LOAD_PLUGINS", raising=False)
+    (hermes_home / "plugins").mkdir()
+    (hermes_home / "plugins" / "t_greeter.py").write_text(
+        "import click\nimport hermes\n\n"
+        "@hermes.hookimpl\n"
+        "def hermes_register_commands(cli):\n"
+        "    @cli.command('t-greet')\n"
+        "    @click.argument('who')\n"
+        "    def greet(who):\n"
+        "        'Say hello.'\n"
+        "        click.echo(f'hello {who} from {type(cli).__name__} {cli.name}')\n")
+    runner = CliRunner()
+    assert "t-greet" in runner.invoke(cli, ["--help"]).stdout
+    result = runner.invoke(cli, ["t-greet", "ada"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"hello ada from Group {cli.name}"

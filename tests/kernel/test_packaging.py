@@ -40,11 +40,37 @@ def test_package_dirs_and_entry_points():
     assert project["scripts"]["hermes"] == "hermes.cli:main"
     assert project["entry-points"]["pytest11"]["hermes"] == "hermes.testing.pytest_plugin"
     assert project["requires-python"] == ">=3.11"
-    deps = " ".join(project["dependencies"])
-    for dep in ("pluggy", "pyyaml", "importlib-metadata", "anthropic", "openai", "click"):
-        assert dep in deps
     assert {"pytest", "hypothesis", "ruff"} <= {d.split(">")[0].split("=")[0] for d in
                                                 project["optional-dependencies"]["dev"]}
+
+
+#: Import name of each declared runtime dependency (where it differs from the name).
+IMPORT_NAMES = {"pyyaml": "yaml", "importlib-metadata": "importlib_metadata",
+                "python-dotenv": "dotenv"}
+
+
+def test_every_declared_dependency_is_used_and_every_used_one_declared():
+    """A dependency is declared because the kernel or a default plugin imports it, and
+    every third-party import of kernel/ and plugins/ is declared."""
+    import ast
+    import re
+
+    declared = {re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].strip().lower(): d
+                for d in PYPROJECT["project"]["dependencies"]}
+    imported: set[str] = set()
+    for base in (ROOT / "kernel", ROOT / "plugins"):
+        for path in base.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    imported.add(node.module.split(".")[0])
+    unused = sorted(d for d in declared if IMPORT_NAMES.get(d, d.replace("-", "_")) not in imported)
+    assert not unused, f"declared in pyproject but imported nowhere: {unused}"
+    third_party = imported - set(sys.stdlib_module_names) - {"hermes", "__future__", "pytest", "_pytest"}
+    undeclared = sorted(m for m in third_party
+                        if m not in {IMPORT_NAMES.get(d, d.replace("-", "_")) for d in declared})
+    assert not undeclared, f"imported but not declared in pyproject dependencies: {undeclared}"
 
 
 PROBE = """

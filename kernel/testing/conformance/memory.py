@@ -176,11 +176,29 @@ class MemoryProviderConformance:
         for field in schema:
             assert isinstance(field, dict) and isinstance(field.get("key"), str) and field["key"]
 
-    def test_shutdown_is_idempotent(self, provider: Any, tmp_path: Any) -> None:
+    def test_shutdown_is_idempotent_and_final(self, provider: Any, tmp_path: Any) -> None:
+        """Two shutdowns are fine; afterwards calls are harmless no-ops and no thread the
+        provider started (``hermes-*``, as hermes.SerialWorker/BackgroundSlot name them)
+        is left running."""
+        import threading
+        import time
+
+        before = set(threading.enumerate())
         provider.initialize("conf-shutdown", hermes_home=str(tmp_path), platform="cli",
                             agent_context="primary", **self.initialize_kwargs)
+        provider.sync_turn("Remember that I like tea.", "Noted.", session_id="conf-shutdown")
         provider.shutdown()
         provider.shutdown()
+        assert isinstance(provider.prefetch("What do I like?", session_id="conf-shutdown"), str)
+        provider.sync_turn("after shutdown", "ignored", session_id="conf-shutdown")
+        deadline = time.monotonic() + 10
+        while True:
+            left = [t.name for t in threading.enumerate()
+                    if t not in before and t.is_alive() and t.name.startswith("hermes")]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert not left, f"threads still running after shutdown: {left}"
 
     # -- under the real manager -----------------------------------------------------------
 
