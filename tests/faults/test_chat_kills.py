@@ -111,3 +111,36 @@ def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
         check.all_static()
         check.memory_tool_results_kept()
     assert not check.problems, "\n".join(check.problems)
+
+
+def test_two_terminals_on_one_session_then_sigkill(home, fake, stats, seed):
+    """Two ``hermes chat --continue -q`` on the same conversation at once, one of them
+    killed mid-turn: the other finishes or is refused in one line, and the stored
+    conversation stays one valid transcript."""
+    rng = seeded(seed, "two-terminals")
+    provider = rng.choice(["openai", "anthropic"])
+    write_config(home, fake, provider)
+    check = Checker(home, stats, f"two terminals seed={seed} provider={provider}")
+    opening = f"the shared topic is falcon-{seed}"
+    first = run(["chat", "-q", opening], home)
+    assert first.returncode == 0, first.stderr
+    calls = [{"name": "memory", "arguments": {"action": "add", "target": "memory",
+                                              "content": f"falcon fact {seed}"}},
+             {"name": "delegate_task", "arguments": {"task": f"{SUBTASK} check falcon"}}]
+    handle, expected = _handler(rng, rng.sample(calls, rng.randint(1, 2)))
+    fake.reset()
+    fake.handler = handle
+    procs = [Proc(["chat", "--continue", "-q", f"terminal {n} speaking"], home) for n in range(2)]
+    victim = rng.randrange(2)
+    kill_after(procs[victim], rng.uniform(0.2, 0.8 + expected), stats)
+    survivor = procs[1 - victim]
+    code = survivor.wait(60)
+    check.expect(code == 0 or ("Traceback" not in survivor.stderr and survivor.stderr.strip()),
+                 f"the other terminal crashed (exit {code}): {survivor.stderr[-600:]}")
+    committed = read_messages(home)
+    check.all_static()
+    check.memory_tool_results_kept()
+    continue_succeeds(check, fake, expect_history=[opening])
+    check.nothing_lost(committed, "by the next --continue")
+    check.all_static()
+    assert not check.problems, "\n".join(check.problems)
