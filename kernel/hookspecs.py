@@ -29,11 +29,17 @@ engine or provider objects, not through hooks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
 from .registry import COMPONENT_KINDS as _COMPONENT_KINDS
+
+if TYPE_CHECKING:  # names for the annotations only: importing them here would cost --help
+    import click
+
+    from .contracts import CompactionEvent, MemoryWriteEvent, SessionInfo, TurnEvent
+    from .registry import Register, RegisterTool
 
 hookspec = pluggy.HookspecMarker("hermes")
 hookimpl = pluggy.HookimplMarker("hermes")
@@ -45,7 +51,7 @@ hookimpl = pluggy.HookimplMarker("hermes")
 
 
 @hookspec
-def hermes_register_context_engines(register: Any) -> None:
+def hermes_register_context_engines(register: Register) -> None:
     """Register context-engine factories.
 
     **When:** once per kernel, during boot, after every plugin has been loaded.
@@ -64,7 +70,7 @@ def hermes_register_context_engines(register: Any) -> None:
 
 
 @hookspec
-def hermes_register_memory_providers(register: Any) -> None:
+def hermes_register_memory_providers(register: Register) -> None:
     """Register memory-provider factories.
 
     **When:** once per kernel, during boot.
@@ -80,7 +86,7 @@ def hermes_register_memory_providers(register: Any) -> None:
 
 
 @hookspec
-def hermes_register_prompt_layers(register: Any) -> None:
+def hermes_register_prompt_layers(register: Register) -> None:
     """Register system-prompt layers.
 
     **When:** once per kernel, during boot.
@@ -98,7 +104,7 @@ def hermes_register_prompt_layers(register: Any) -> None:
 
 
 @hookspec
-def hermes_register_tools(register: Any) -> None:
+def hermes_register_tools(register: RegisterTool) -> None:
     """Register tools the model may call.
 
     **When:** once per kernel, during boot.
@@ -114,7 +120,7 @@ def hermes_register_tools(register: Any) -> None:
 
 
 @hookspec
-def hermes_register_session_stores(register: Any) -> None:
+def hermes_register_session_stores(register: Register) -> None:
     """Register session-store factories.
 
     **When:** once per kernel, during boot.
@@ -129,7 +135,7 @@ def hermes_register_session_stores(register: Any) -> None:
 
 
 @hookspec
-def hermes_register_llm_clients(register: Any) -> None:
+def hermes_register_llm_clients(register: Register) -> None:
     """Register LLM-client factories.
 
     **When:** once per kernel, during boot.
@@ -145,7 +151,7 @@ def hermes_register_llm_clients(register: Any) -> None:
 
 
 @hookspec
-def hermes_register_commands(cli: Any) -> None:
+def hermes_register_commands(cli: click.Group) -> None:
     """Add commands to the ``hermes`` command-line interface.
 
     **When:** at most once per CLI invocation, after the kernel has loaded its plugins,
@@ -169,7 +175,7 @@ def hermes_register_commands(cli: Any) -> None:
 
 
 @hookspec
-def hermes_session_start(session: Any) -> None:
+def hermes_session_start(session: SessionInfo) -> None:
     """A session has started.
 
     **When:** once per session, after its record exists in the session store and before
@@ -185,7 +191,7 @@ def hermes_session_start(session: Any) -> None:
 
 
 @hookspec
-def hermes_turn_end(session: Any, turn: Any) -> None:
+def hermes_turn_end(session: SessionInfo, turn: TurnEvent) -> None:
     """A user turn has finished.
 
     **When:** once per user turn, after the final answer is stored (also after a turn that
@@ -202,7 +208,7 @@ def hermes_turn_end(session: Any, turn: Any) -> None:
 
 
 @hookspec
-def hermes_compaction(session: Any, event: Any) -> None:
+def hermes_compaction(session: SessionInfo, event: CompactionEvent) -> None:
     """The context engine compacted the conversation.
 
     **When:** once per compaction, after the old session has ended and the child session
@@ -219,7 +225,7 @@ def hermes_compaction(session: Any, event: Any) -> None:
 
 
 @hookspec
-def hermes_memory_write(session: Any, event: Any) -> None:
+def hermes_memory_write(session: SessionInfo | None, event: MemoryWriteEvent) -> None:
     """A memory write was committed.
 
     **When:** once per committed action of the ``memory`` tool (or ``hermes memory``
@@ -235,7 +241,7 @@ def hermes_memory_write(session: Any, event: Any) -> None:
 
 
 @hookspec
-def hermes_session_end(session: Any, reason: str) -> None:
+def hermes_session_end(session: SessionInfo, reason: str) -> None:
     """A session has ended.
 
     **When:** once per session at a real boundary: the user exits, starts ``/new``, a

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import ConflictError, UnknownPluginError
 
@@ -67,6 +67,19 @@ def kind_of(name: str) -> ComponentKind:
         if name in (kind.name, kind.attr, kind.hook):
             return kind
     raise ValueError(f"unknown kind {name!r}; choose one of: {', '.join(KINDS)}")
+
+
+class Register(Protocol):
+    """The ``register`` a registration hook receives (every kind but tools)."""
+
+    def __call__(self, name: str, factory: Any, *, description: str = "",
+                 tools: Iterable[str] = ()) -> Entry: ...
+
+
+class RegisterTool(Protocol):
+    """The ``register`` ``hermes_register_tools`` receives: takes a :class:`hermes.Tool`."""
+
+    def __call__(self, tool: Any) -> Entry: ...
 
 
 @dataclass

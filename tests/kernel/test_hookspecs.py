@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import re
+import tomllib
 import types
 from pathlib import Path
 
@@ -242,3 +243,23 @@ def test_every_example_has_a_runner_here():
         short = name.removeprefix("hermes_register_").removeprefix("hermes_")
         assert any(short.rstrip("s").replace("_", "") in t.replace("_", "") for t in here), (
             f"no test_example_* runs the docs/hooks.md example of {name}")
+
+
+def test_hookspec_arguments_are_typed_and_the_package_says_so():
+    """Every hook argument names its real type (resolvable, not Any), and py.typed ships
+    so that type checkers use these annotations in plugins."""
+    import typing
+
+    import click
+
+    from hermes import registry
+
+    namespace = {**vars(hermes), "click": click, "Register": registry.Register,
+                 "RegisterTool": registry.RegisterTool}
+    for name, fn in SPECS.items():
+        hints = typing.get_type_hints(fn, globalns=namespace)
+        for arg in inspect.signature(fn).parameters:
+            assert arg in hints and hints[arg] is not typing.Any, f"{name}({arg}) is untyped"
+    assert (ROOT / "kernel" / "py.typed").is_file()
+    assert "py.typed" in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["*"]
