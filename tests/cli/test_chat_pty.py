@@ -198,6 +198,7 @@ def test_ctrl_c_stops_the_answer_keeps_it_and_the_chat_goes_on(term, fake_llm, t
         assert rows[0]["end_reason"] == "user_exit"
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_ctrl_c_with_text_clears_the_line(term, fake_llm):
     t = term()
     t.type("never mind this")
@@ -245,6 +246,7 @@ def test_undo_retry_and_resume(term, fake_llm, tmp_path):
     assert t2.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_compress_notice_is_shown_once_on_its_own_line(term, fake_llm):
     t = term()
     for i in range(4):
@@ -286,6 +288,7 @@ def test_pasted_invalid_utf8_never_becomes_a_traceback(term, fake_llm):
     assert t.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_first_exchange_titles_the_session_in_the_background(term, fake_llm, tmp_path):
     fake_llm.handler = lambda req: "Greetings Exchange" if "title of 2 to 6 words" in req.system else None
     t = term()
@@ -296,6 +299,7 @@ def test_first_exchange_titles_the_session_in_the_background(term, fake_llm, tmp
         assert rows[0]["title"] == "Greetings Exchange"
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_second_ctrl_c_leaves_when_the_model_does_not_answer(term, fake_llm, tmp_path):
     t = term()
     fake_llm.queue(Reply(text="too late", delay=20))
@@ -315,6 +319,7 @@ def test_second_ctrl_c_leaves_when_the_model_does_not_answer(term, fake_llm, tmp
         assert kept == ["are you there?"]  # the message is stored, not lost
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_slash_commands_completion_and_paste(term, fake_llm):
     t = term()
     t.type("/us")
@@ -347,6 +352,7 @@ def test_slash_commands_completion_and_paste(term, fake_llm):
 MARKDOWN = "# Plan\n\n- **first** step\n- second step\n\n```python\nprint('**not bold**')\n```\n"
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_markdown_rendered_on_the_terminal_and_raw_with_plain(term, fake_llm):
     t = term()
     fake_llm.queue(Reply(text=MARKDOWN))
@@ -362,6 +368,7 @@ def test_markdown_rendered_on_the_terminal_and_raw_with_plain(term, fake_llm):
     assert raw.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_provider_failure_is_one_dimmed_line_and_the_chat_goes_on(term, fake_llm):
     t = term()
     fake_llm.queue(Reply(error=500))
@@ -373,6 +380,7 @@ def test_provider_failure_is_one_dimmed_line_and_the_chat_goes_on(term, fake_llm
     assert t.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_background_memory_write_notice_once_on_its_own_line(term, fake_llm, tmp_path):
     def handler(request):
         if "Review the conversation above" in request.last_user_text:

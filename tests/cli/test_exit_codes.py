@@ -50,8 +50,16 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "config", "expected"), CASES,
-                         ids=[" ".join(a) + (" [config]" if c else "") for a, c, _ in CASES])
+#: One case of each kind runs in the fast target (`-m "not slow"`); all run in the full suite.
+FAST = {(("--version",), ""), (("chat", "--no-such-option"), ""), (("chat", "-q", "hi"), ""),
+        (("sessions", "show", "no-such-session"), ""), (("memory", "status"), MEM0_SELECTED),
+        (("config", "validate"), BROKEN_CONFIG)}
+PARAMS = [pytest.param(a, c, e, id=" ".join(a) + (" [config]" if c else ""),
+                       marks=() if (tuple(a), c) in FAST else pytest.mark.slow)
+          for a, c, e in CASES]
+
+
+@pytest.mark.parametrize(("args", "config", "expected"), PARAMS)
 def test_exit_status_rule(tmp_path: Path, args: list[str], config: str, expected: int) -> None:
     home = tmp_path / "home"
     home.mkdir()
