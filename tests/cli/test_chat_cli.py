@@ -70,12 +70,14 @@ def test_piped_stdin_is_one_message(tmp_path, fake_llm, flags):
     assert "\x1b[" not in proc.stdout  # no styling when stdout is not a terminal
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_query_dash_reads_stdin(tmp_path, fake_llm, flags):
     proc = run(["chat", *flags, "-q", "-"], tmp_path, input="from stdin\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "echo: from stdin"
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_empty_stdin_is_a_usage_error(tmp_path, fake_llm, flags):
     proc = run(["chat", *flags], tmp_path, input="")
     assert proc.returncode == 2
@@ -93,6 +95,7 @@ def test_json_prints_one_object(tmp_path, fake_llm, flags):
         assert kernel.session_store.get_session(data["session_id"]) is not None
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_json_reports_a_failed_call_with_status_1(tmp_path, fake_llm, flags):
     (tmp_path / "config.yaml").write_text("model:\n  max_retries: 0\n")
     fake_llm.queue(Reply(error=500))
@@ -112,6 +115,7 @@ def test_provider_failure_is_one_line(tmp_path, fake_llm, flags):
     assert "openai: openai:" not in proc.stderr
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_resume_by_title_and_by_id_prefix(tmp_path, fake_llm, flags):
     first = json.loads(run(["chat", *flags, "-q", "my name is Ada", "--json"], tmp_path).stdout)
     with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
@@ -137,6 +141,7 @@ def test_ambiguous_id_prefix_lists_the_candidates(tmp_path, fake_llm, flags):
     assert proc.returncode == 1 and "no session" in proc.stderr
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_usage_errors_exit_2(tmp_path, fake_llm, flags):
     proc = run(["chat", *flags, "-c", "-r", "x", "-q", "hi"], tmp_path)
     assert proc.returncode == 2 and "either --continue or --resume" in proc.stderr
