@@ -555,46 +555,11 @@ def doctor(state: CLIState, as_json: bool) -> None:
 
     Says what is missing (credentials, a selected component no plugin registered) and
     which plugins failed; exit status 1 when there is a problem."""
-    from .config import CONFIG_FILE, resolve_home
-
     report: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0]}
     problems: list[str] = []
-    try:
-        home = resolve_home(state.home)
-        report["home"] = str(home)
-    except HermesError as exc:
-        report["home"] = None
-        problems.append(str(exc))
-        home = None
-    kernel = None
-    if home is not None:
-        report["config_file"] = str(home / CONFIG_FILE)
-        report["warnings"] = _privacy_warnings(home)
-        try:
-            kernel = state.kernel()
-        except HermesError as exc:
-            problems.append(str(exc))
+    kernel = _doctor_home(state, report, problems)
     if kernel is not None:
-        report["plugins"] = {
-            "active": sorted(r.name for r in kernel.plugins if r.status == "active"),
-            "blocked": sorted(r.name for r in kernel.plugins if r.status == "blocked"),
-            "failed": [f.line() for f in kernel.failures],
-        }
-        problems.extend(f.line() for f in kernel.failures)
-        problems.extend(str(e) for e in kernel.config_problems)
-        selected = {}
-        from .registry import SELECTION_KEYS
-
-        for kind in SELECTION_KEYS:
-            name = kernel.selected(kind)
-            registry = kernel.registries.by_kind(kind)
-            selected[kind] = {
-                "name": name or None,
-                "plugin": registry.get(name).plugin if name and name in registry else None,
-            }
-        report["selected"] = selected
-        report["hook_errors"] = [f"{p} in {h}: {e}" for (p, h), e in kernel.pm.hook_errors.items()]
-        report["checks"] = _doctor_checks(kernel, problems)
+        _doctor_kernel(kernel, report, problems)
     report["problems"] = problems
     from .redaction import mask_secrets
 
@@ -602,23 +567,75 @@ def doctor(state: CLIState, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
-        click.echo(f"hermes {report['version']} (Python {report['python']})")
-        click.echo(f"home: {report.get('home')}")
-        if kernel is not None:
-            click.echo(f"plugins: {len(report['plugins']['active'])} active, "
-                       f"{len(report['plugins']['blocked'])} blocked, "
-                       f"{len(report['plugins']['failed'])} failed")
-            for kind, sel in report["selected"].items():
-                click.echo(f"{kind}: {sel['name'] or '(none)'}" + (f" [{sel['plugin']}]" if sel["plugin"] else ""))
-            for line in report["checks"]:
-                click.echo(f"check: {line}")
-        for warning in report.get("warnings", []):
-            click.echo(f"warning: {warning}")
-        for problem in report["problems"]:
-            click.echo(f"problem: {problem}")
-        if not problems:
-            click.echo("No problems found.")
+        _print_doctor_report(report, with_kernel=kernel is not None)
     sys.exit(1 if problems else 0)
+
+
+def _doctor_home(state: CLIState, report: dict[str, Any], problems: list[str]) -> Any:
+    """Step 1: the home, its config file, file permissions and the kernel built on it
+    (``None`` when the home or the config cannot be used; the reason is a problem)."""
+    from .config import CONFIG_FILE, resolve_home
+
+    try:
+        home = resolve_home(state.home)
+    except HermesError as exc:
+        report["home"] = None
+        problems.append(str(exc))
+        return None
+    report["home"] = str(home)
+    report["config_file"] = str(home / CONFIG_FILE)
+    report["warnings"] = _privacy_warnings(home)
+    try:
+        return state.kernel()
+    except HermesError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def _doctor_kernel(kernel: Any, report: dict[str, Any], problems: list[str]) -> None:
+    """Step 2: plugins (active, blocked, failed), configuration problems (the same
+    :attr:`Kernel.config_problems` a start refuses), the selected component of each
+    selectable kind, event-hook errors and the checks of the selected components."""
+    report["plugins"] = {
+        "active": sorted(r.name for r in kernel.plugins if r.status == "active"),
+        "blocked": sorted(r.name for r in kernel.plugins if r.status == "blocked"),
+        "failed": [f.line() for f in kernel.failures],
+    }
+    problems.extend(f.line() for f in kernel.failures)
+    problems.extend(str(e) for e in kernel.config_problems)
+    selected = {}
+    for kind in COMPONENT_KINDS:
+        if not kind.setting:
+            continue
+        name = kernel.selected(kind.name)
+        registry = kernel.registries.by_kind(kind.name)
+        selected[kind.name] = {
+            "name": name or None,
+            "plugin": registry.get(name).plugin if name and name in registry else None,
+        }
+    report["selected"] = selected
+    report["hook_errors"] = [f"{p} in {h}: {e}" for (p, h), e in kernel.pm.hook_errors.items()]
+    report["checks"] = _doctor_checks(kernel, problems)
+
+
+def _print_doctor_report(report: dict[str, Any], *, with_kernel: bool) -> None:
+    """Step 3: the report as text, one finding per line."""
+    click.echo(f"hermes {report['version']} (Python {report['python']})")
+    click.echo(f"home: {report.get('home')}")
+    if with_kernel:
+        click.echo(f"plugins: {len(report['plugins']['active'])} active, "
+                   f"{len(report['plugins']['blocked'])} blocked, "
+                   f"{len(report['plugins']['failed'])} failed")
+        for kind, sel in report["selected"].items():
+            click.echo(f"{kind}: {sel['name'] or '(none)'}" + (f" [{sel['plugin']}]" if sel["plugin"] else ""))
+        for line in report["checks"]:
+            click.echo(f"check: {line}")
+    for warning in report.get("warnings", []):
+        click.echo(f"warning: {warning}")
+    for problem in report["problems"]:
+        click.echo(f"problem: {problem}")
+    if not report["problems"]:
+        click.echo("No problems found.")
 
 
 def _privacy_warnings(home: Any) -> list[str]:
