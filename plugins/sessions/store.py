@@ -1078,9 +1078,16 @@ class SQLiteSessionStore(hermes.SessionStore):
         total = conn.execute("SELECT count(*) FROM messages_fts_trigram_docsize").fetchone()[0]
         weights: list[float] = []
         trigrams: list[list[str] | None] = []
-        for gram in grams:
-            rows = conn.execute("SELECT term, doc FROM messages_fts_trigram_vocab WHERE term >= ? AND term < ? "
-                                "LIMIT ?", (gram, gram + "\U0010ffff", MAX_PAIR_TRIGRAMS + 1)).fetchall()
+        # One statement for every bigram's trigrams (each list stops past the cap).
+        union = " UNION ALL ".join(
+            f"SELECT * FROM (SELECT {i} AS g, term, doc FROM messages_fts_trigram_vocab "
+            "WHERE term >= ? AND term < ? LIMIT ?)" for i in range(len(grams)))
+        found: dict[int, list[tuple[str, int]]] = {i: [] for i in range(len(grams))}
+        for g, term, doc in conn.execute(union, [v for gram in grams
+                                                 for v in (gram, gram + "\U0010ffff", MAX_PAIR_TRIGRAMS + 1)]):
+            found[g].append((term, doc))
+        for i, gram in enumerate(grams):
+            rows = found[i]
             if len(rows) > MAX_PAIR_TRIGRAMS:
                 df = conn.execute("SELECT coalesce(sum(doc), 0) FROM messages_fts_trigram_vocab "
                                   "WHERE term >= ? AND term < ?", (gram, gram + "\U0010ffff")).fetchone()[0]
