@@ -610,7 +610,7 @@ class Checker:
 
 
 def continue_succeeds(check: Checker, server: FakeLLMServer, *, expect_history: list[str],
-                      text: str = "are we still talking?") -> Proc:
+                      text: str = "are we still talking?", min_earlier: int = 1) -> Proc:
     """``hermes chat --continue -q`` against the validating server must answer: exit 0,
     a request the provider accepts, and the conversation's earlier messages in it."""
     server.reset()
@@ -628,6 +628,9 @@ def continue_succeeds(check: Checker, server: FakeLLMServer, *, expect_history: 
         missing = [h for h in expect_history if h not in body]
         check.expect(not missing, f"the resumed request lacks earlier messages {missing[:3]} "
                                   f"({len(non_system(req))} messages sent)")
+        earlier = len(non_system(req)) - 1
+        check.expect(earlier >= min_earlier, f"the resumed conversation is empty: {earlier} "
+                                             "earlier message(s) sent with the new one")
     return proc
 
 

@@ -18,6 +18,7 @@ from .harness import (
     is_summarizer,
     kill_after,
     kill_at,
+    last_is_tool_result,
     point_child_created,
     point_child_filled,
     point_parent_ended,
@@ -39,25 +40,33 @@ def test_compaction_survives_sigkill(home, fake, stats, seed):
 
     rng = seeded(seed, "compaction")
     provider = rng.choice(["openai", "anthropic"])
-    # A window this small makes resuming the seeded conversation compact it first.
+    # "resume": the stored conversation is over the window's trigger, so resuming it
+    # compacts before the first call. "mid-turn": it is just under; the model's tool call
+    # and its result push it over, so the turn compacts between the tool result and the
+    # answer and finishes in the continuation.
+    variant = rng.choice(["resume", "mid-turn"])
     write_config(home, fake, provider, **{"model.context_length": 8192})
-    turns = conversation(rng.choice([30, 40, 60]), f"beta-{seed}", bulk=60)
+    turns = conversation(rng.choice([30, 40, 60]) if variant == "resume" else 30, f"beta-{seed}",
+                         bulk=60 if variant == "resume" else 30)
     parent = seed_session(home, turns)
-    last_user = [m["content"] for m in turns if m["role"] == "user"][-1]
     summary_delay = rng.uniform(0.05, 0.4)
+    call = {"name": "memory", "arguments": {"action": "add", "content": f"beta fact {seed}"}}
 
     def handle(req):
         if is_summarizer(req):
             return Reply(text=f"## Goal\nSummary of the beta-{seed} talk.\n## Progress\nparts explained",
                          delay=summary_delay)
+        if variant == "mid-turn" and not last_is_tool_result(req):
+            return Reply(tool_calls=[call])
         return Reply(text="ok")
 
     fake.handler = handle
     mode = rng.choice(["random", "parent_ended", "child_created", "child_filled", *KERNEL_POINTS])
-    check = Checker(home, stats, f"compaction seed={seed} provider={provider} kill={mode}")
+    check = Checker(home, stats, f"compaction seed={seed} provider={provider} {variant} kill={mode}")
     before = read_messages(home)
+    text = "next part please"
     env = {"HERMES_FAULT_POINT": mode} if mode in KERNEL_POINTS else None
-    proc = Proc(["chat", "--continue", "-q", "next part please"], home, env=env)
+    proc = Proc(["chat", "--continue", "-q", text], home, env=env)
     if mode in KERNEL_POINTS:
         code = proc.wait()
         if code == -9:
@@ -82,7 +91,10 @@ def test_compaction_survives_sigkill(home, fake, stats, seed):
     check.all_static()
     check.nothing_lost(before, "(the parent's transcript) by the kill")
     check.nothing_lost(committed, "by the kill")
-    continue_succeeds(check, fake, expect_history=[last_user])
+    check.memory_tool_results_kept()
+    said = any(row[2] == "user" and row[3] == text for row in committed.values())
+    history = [text] if said else [turns[-2]["content"]] if variant == "resume" else []
+    continue_succeeds(check, fake, expect_history=history)
     check.nothing_lost(committed, "by the next --continue")
     check.all_static()
     assert not check.problems, "\n".join(check.problems)
