@@ -35,6 +35,7 @@ from ..contracts import (
 )
 from ..errors import ContextLengthError, HermesError, LLMError, StoreError
 from ..util import estimate_messages_tokens
+from .memory_manager import _call_filtered
 from .session_lock import SessionLock
 from .transcript import unanswered_tail, with_missing_results
 
@@ -760,7 +761,14 @@ class Agent:
         self._unsaved.clear()  # the continuation's transcript holds them now
         self.kernel.emit("hermes_session_end", session=self.session_info(), reason="compression")
         self.session_id, self.messages = new_id, messages
-        self.memory.on_session_switch(new_id, parent_session_id=old_id)
+        # Everyone hears of the split, as in Hermes Agent: memory providers with the
+        # reason (the built-in store reloads its files from disk, so the rebuilt prompt
+        # shows what was written during the session), the engine as the start of the
+        # continuation (so it can carry per-session state across the boundary).
+        self.memory.on_session_switch(new_id, parent_session_id=old_id, reason="compression")
+        _call_filtered(self.engine.on_session_start, new_id, hermes_home=str(self.kernel.home),
+                       platform=self.platform, model=self.model, context_length=self.context_length,
+                       boundary_reason="compression", old_session_id=old_id)
         self.system_prompt = None
         self.ensure_system_prompt()  # rebuilt from the layers, the compaction note re-attached
         return new_id
@@ -807,7 +815,7 @@ class Agent:
                         out = json.dumps({"error": "only the memory tool is available in a review"})
                     else:
                         out = self.memory.handle_tool_call("memory", args, session_id=self.session_id,
-                                                           session=self.session_info())
+                                                           session=self.session_info(), origin="review")
                         if _succeeded(out):
                             saved.append(_describe_write(args))
                     messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": out})
@@ -860,7 +868,8 @@ class Agent:
             self.session_id, hermes_home=str(self.kernel.home), platform=self.platform,
             model=self.model, context_length=self.context_length,
         )
-        self.memory.on_session_switch(self.session_id, parent_session_id="", reset=True)
+        self.memory.on_session_switch(self.session_id, parent_session_id="", reset=True,
+                                      reason="new_session")
         self.kernel.emit("hermes_session_start", session=self.session_info())
 
     def undo(self) -> str | None:
@@ -892,7 +901,7 @@ class Agent:
                 log.debug("could not title the continuation: %s", exc)
         self.session_id, self.messages = new_id, kept
         self.turn_number = max(0, self.turn_number - 1)
-        self.memory.on_session_switch(new_id, parent_session_id=old_id)
+        self.memory.on_session_switch(new_id, parent_session_id=old_id, reason="undo")
         self.kernel.emit("hermes_session_start", session=self.session_info())
         return dropped if isinstance(dropped, str) else json.dumps(dropped)
 

@@ -325,18 +325,22 @@ class MemoryManager:
         parts = self._each("on_pre_compress", _redact_messages(messages))
         return "\n\n".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
 
-    def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False) -> None:
-        """The session id rotated (compaction, ``/new``). With ``reset`` (a new
-        conversation) the built-in snapshot is taken again, so the next system prompt
-        shows what was saved; a compaction continuation keeps the current one."""
+    def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False,
+                          reason: str = "") -> None:
+        """The session id rotated; ``reason`` says why (``compression``, ``new_session``,
+        ``undo``) and reaches every provider that accepts it. With ``reset`` (a new
+        conversation) or after a compaction the built-in snapshot is taken again from
+        disk, so the system prompt rebuilt next shows what was written meanwhile (as
+        Hermes Agent reloads its memory store when it rebuilds the prompt)."""
         self.session_id = new_session_id
-        if reset and self.builtin is not None:
+        if (reset or reason == "compression") and self.builtin is not None:
             builtin = self.builtin
             self._guard(builtin, "initialize", lambda: _call_filtered(
                 builtin.initialize, new_session_id, hermes_home=str(self.kernel.home),
                 platform=self.platform, agent_context=self.agent_context), None)
+        extra = {"reason": reason} if reason else {}
         self._in_background("on_session_switch", new_session_id,
-                            parent_session_id=parent_session_id, reset=reset)
+                            parent_session_id=parent_session_id, reset=reset, **extra)
 
     def on_session_end(self, messages: list[Message]) -> None:
         """The session ended at a real boundary (queued behind pending syncs)."""
@@ -490,10 +494,11 @@ class MemoryManager:
         return name in self._routes()
 
     def handle_tool_call(self, name: str, args: dict[str, Any], *, session_id: str = "",
-                         session: Any = None) -> str:
+                         session: Any = None, origin: str = "tool") -> str:
         """Run a memory tool and return its JSON result; never raises. Each committed
         write of the ``memory`` tool emits ``hermes_memory_write`` and is mirrored to the
-        external provider's ``on_memory_write`` (on the worker)."""
+        external provider's ``on_memory_write`` (on the worker). ``origin`` (``tool``,
+        ``review``) is the write's ``write_origin`` and goes into the memory history."""
         route = self._routes().get(name)
         if route is None:
             return json.dumps({"success": False, "error": f"No memory provider handles tool {name!r}"})
@@ -502,8 +507,9 @@ class MemoryManager:
 
         def call() -> Any:
             if provider is self.builtin:
-                return _call_filtered(provider.handle_tool_call, name, args, session_id=sid,
-                                      on_commit=lambda c: self._committed(c, sid, session))
+                return _call_filtered(provider.handle_tool_call, name, args, session_id=sid, origin=origin,
+                                      on_commit=lambda c: self.record_write(c, origin=origin, session_id=sid,
+                                                                            session=session))
             # an external provider's tool usually stores or sends its arguments off the machine
             return _call_filtered(provider.handle_tool_call, name, _redacted(args), session_id=sid)
 
@@ -513,9 +519,17 @@ class MemoryManager:
             return json.dumps({"success": False, "error": f"Memory tool {name!r} failed; see the log."})
         return result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
 
-    def _committed(self, change: Any, session_id: str, session: Any) -> None:
+    def record_write(self, change: Any, *, origin: str = "tool", session_id: str = "",
+                     session: Any = None) -> None:
+        """Report one committed built-in memory change (an object with ``action``,
+        ``target``, ``content``, ``old_text``, ``previous_content`` and optionally
+        ``record``, its history entry): emit ``hermes_memory_write`` and mirror it to the
+        external provider. The CLI calls this for ``hermes memory undo``, so a provider's
+        copy follows an undo like any other write (``metadata["undo_of"]`` names the
+        reverted change)."""
+        record = getattr(change, "record", None)
         metadata = {
-            "write_origin": "tool",
+            "write_origin": origin,
             "execution_context": self.agent_context,
             "session_id": session_id,
             "platform": self.platform,
@@ -523,6 +537,10 @@ class MemoryManager:
             "old_text": getattr(change, "old_text", None),
             "previous_content": getattr(change, "previous_content", None),
         }
+        if isinstance(record, dict):
+            metadata["history"] = dict(record)
+            if record.get("undo_of") is not None:
+                metadata["undo_of"] = record["undo_of"]
         event = MemoryWriteEvent(action=change.action, target=change.target, content=change.content or "",
                                  old_text=getattr(change, "old_text", None), metadata=metadata)
         mirrored = MemoryWriteEvent(action=event.action, target=event.target,
