@@ -610,12 +610,25 @@ def make_title(kernel: Any, store: Any, session_id: str, user_text: str, answer:
 # -- input ------------------------------------------------------------------------------------
 
 
+#: The input history is trimmed to its newest entries when it grows past this size.
+HISTORY_MAX_BYTES = 2_000_000
+
+
 def history_file(home: Path) -> Path:
-    """``$HERMES_HOME/chat_history``, created private (0600) before anything is written."""
+    """``$HERMES_HOME/chat_history``, created private (0600) before anything is written,
+    and kept bounded: past :data:`HISTORY_MAX_BYTES` the older half is dropped (whole
+    entries; prompt_toolkit reads the file at every start)."""
+    from ..util import atomic_write_text
+
     path = Path(home) / "chat_history"
     fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
     os.close(fd)
     os.chmod(path, 0o600)
+    if path.stat().st_size > HISTORY_MAX_BYTES:
+        data = path.read_bytes()[-HISTORY_MAX_BYTES // 2:]
+        start = data.find(b"\n\n#")  # entries are "\n# time\n+line…"
+        kept = data[start:] if start >= 0 else b""
+        atomic_write_text(path, kept.decode("utf-8", "replace"), mode=0o600)
     return path
 
 

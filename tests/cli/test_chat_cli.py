@@ -185,3 +185,18 @@ def test_help_does_not_import_the_terminal_libraries(tmp_path):
     imported = proc.stderr
     assert "chat" in proc.stdout
     assert "prompt_toolkit" not in imported and "hermes.runtime.chat" not in imported
+
+
+def test_history_file_is_private_and_bounded(tmp_path):
+    from hermes.runtime.chat import HISTORY_MAX_BYTES, history_file
+
+    path = tmp_path / "chat_history"
+    entries = [f"\n# 2026-01-01 00:00:{i % 60:02d}\n+message number {i}\n+second line {i}\n" for i in range(60_000)]
+    path.write_text("".join(entries))
+    path.chmod(0o644)
+    assert path.stat().st_size > HISTORY_MAX_BYTES
+    assert history_file(tmp_path) == path
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    text = path.read_text()
+    assert len(text.encode()) <= HISTORY_MAX_BYTES // 2
+    assert text.startswith("\n# ") and text.endswith(entries[-1])  # whole entries, newest kept
