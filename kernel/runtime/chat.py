@@ -627,7 +627,7 @@ def history_file(home: Path) -> Path:
     if path.stat().st_size > HISTORY_MAX_BYTES:
         data = path.read_bytes()[-HISTORY_MAX_BYTES // 2:]
         start = data.find(b"\n\n#")  # entries are "\n# time\n+line…"
-        kept = data[start:] if start >= 0 else b""
+        kept = data[start + 1:] if start >= 0 else b""
         atomic_write_text(path, kept.decode("utf-8", "replace"), mode=0o600)
     return path
 
