@@ -584,71 +584,94 @@ def _scalar(value: Any) -> str:
 
 def _edit_text(text: str, keys: list[str], value: Any) -> str | None:
     """Set ``keys`` to ``value`` in block-style YAML ``text`` by editing lines, so that
-    comments and order survive. Returns ``None`` when the layout is too unusual."""
+    comments and order survive. Returns ``None`` when the layout is too unusual.
+
+    Walks down the path one key at a time (:func:`_find_key`); a missing remainder is
+    inserted at the end of the innermost block found (:func:`_insert_path`); the last key
+    gets the new scalar in place (:func:`_replace_value`)."""
     lines = text.splitlines()
     start, end, indent = 0, len(lines), -1
     for depth, key in enumerate(keys):
-        found = None
-        child_indent = None
-        for i in range(start, end):
-            line = lines[i]
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            m = _KEY_RE.match(line)
-            cur = len(line) - len(line.lstrip())
-            if cur <= indent:
-                end = i
-                break
-            if child_indent is None:
-                child_indent = cur
-            if cur != child_indent or not m:
-                continue
-            if m.group("key").strip("'\"") == key:
-                found = i
-                break
+        found, end, child_indent = _find_key(lines, start, end, indent, key)
         if found is None:
-            # Insert the missing remainder of the path at the end of this block.
-            pad = " " * (child_indent if child_indent is not None else (indent + 2 if indent >= 0 else 0))
-            new: list[str] = []
-            for j, k in enumerate(keys[depth:]):
-                step = pad + "  " * j
-                if j == len(keys[depth:]) - 1:
-                    new.append(f"{step}{k}: {_scalar(value)}")
-                else:
-                    new.append(f"{step}{k}:")
-            insert_at = end
-            while insert_at > start and not lines[insert_at - 1].strip():
-                insert_at -= 1
-            lines[insert_at:insert_at] = new
-            return "\n".join(lines) + "\n"
+            return _insert_path(lines, start, end, indent, child_indent, keys[depth:], value)
         m = _KEY_RE.match(lines[found])
         assert m is not None
         indent = len(m.group("indent"))
-        rest = m.group("rest")
-        # Find the extent of this key's block.
-        block_end = found + 1
-        while block_end < len(lines):
-            line = lines[block_end]
-            if line.strip() and not line.lstrip().startswith("#") and (len(line) - len(line.lstrip())) <= indent:
-                if not line.lstrip().startswith("- ") or (len(line) - len(line.lstrip())) < indent:
-                    break
-                if (len(line) - len(line.lstrip())) == indent and not line.lstrip().startswith("- "):
-                    break
-            block_end += 1
+        block_end = _block_end(lines, found, indent)
         if depth == len(keys) - 1:
-            comment = _trailing_comment(rest)
-            lines[found] = f"{m.group('indent')}{m.group('key')}: {_scalar(value)}{comment}"
-            # Drop an old block value (nested mapping or block list) under the key: its
-            # lines of content go, every comment line stays.
-            lines[found + 1 : block_end] = [
-                line for line in lines[found + 1 : block_end]
-                if not line.strip() or line.lstrip().startswith("#")
-            ]
-            return "\n".join(lines) + "\n"
+            return _replace_value(lines, found, block_end, m, value)
+        rest = m.group("rest")
         if rest.strip() and not rest.strip().startswith("#"):
             return None  # a flow mapping or scalar where a section was expected
         start, end = found + 1, block_end
     return None
+
+
+def _find_key(lines: list[str], start: int, end: int, indent: int,
+              key: str) -> tuple[int | None, int, int | None]:
+    """``(line of key, end of the block, indent of its children)`` among the direct
+    children (lines indented deeper than ``indent``) of ``lines[start:end]``; the line is
+    ``None`` when the key is not there."""
+    child_indent = None
+    for i in range(start, end):
+        line = lines[i]
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _KEY_RE.match(line)
+        cur = len(line) - len(line.lstrip())
+        if cur <= indent:
+            return None, i, child_indent
+        if child_indent is None:
+            child_indent = cur
+        if cur != child_indent or not m:
+            continue
+        if m.group("key").strip("'\"") == key:
+            return i, end, child_indent
+    return None, end, child_indent
+
+
+def _insert_path(lines: list[str], start: int, end: int, indent: int, child_indent: int | None,
+                 keys: list[str], value: Any) -> str:
+    """Insert the missing ``keys`` (nested) with ``value`` at the end of the block
+    ``lines[start:end]``, before its trailing blank lines."""
+    pad = " " * (child_indent if child_indent is not None else (indent + 2 if indent >= 0 else 0))
+    new: list[str] = []
+    for j, k in enumerate(keys):
+        step = pad + "  " * j
+        new.append(f"{step}{k}: {_scalar(value)}" if j == len(keys) - 1 else f"{step}{k}:")
+    insert_at = end
+    while insert_at > start and not lines[insert_at - 1].strip():
+        insert_at -= 1
+    lines[insert_at:insert_at] = new
+    return "\n".join(lines) + "\n"
+
+
+def _block_end(lines: list[str], found: int, indent: int) -> int:
+    """The line after the block of the key on line ``found`` (its nested mapping or block
+    list, comments included)."""
+    block_end = found + 1
+    while block_end < len(lines):
+        line = lines[block_end]
+        if line.strip() and not line.lstrip().startswith("#") and (len(line) - len(line.lstrip())) <= indent:
+            if not line.lstrip().startswith("- ") or (len(line) - len(line.lstrip())) < indent:
+                break
+            if (len(line) - len(line.lstrip())) == indent and not line.lstrip().startswith("- "):
+                break
+        block_end += 1
+    return block_end
+
+
+def _replace_value(lines: list[str], found: int, block_end: int, m: re.Match[str], value: Any) -> str:
+    """Give the key on line ``found`` the scalar ``value``, keeping its trailing comment;
+    an old block value under it loses its content lines, every comment line stays."""
+    comment = _trailing_comment(m.group("rest"))
+    lines[found] = f"{m.group('indent')}{m.group('key')}: {_scalar(value)}{comment}"
+    lines[found + 1 : block_end] = [
+        line for line in lines[found + 1 : block_end]
+        if not line.strip() or line.lstrip().startswith("#")
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _trailing_comment(rest: str) -> str:
