@@ -725,8 +725,11 @@ class SearchHit(TypedDict, total=False):
     * ``"like"`` — a query with CJK terms too short for the trigram index (one or two
       characters), answered by a substring scan.
 
-    ``score`` is the store's relevance (lower is better, BM25 convention); compare scores
-    only between hits of one mode.
+    A mode ending in ``-recent`` (``"strict-recent"``) says the query matched so many
+    messages (every term very common) that the newest matches are listed instead of the
+    most relevant. ``position`` (optional) is the message's number in its session (1 =
+    first), for display instead of the store's row id. ``score`` is the store's relevance
+    (lower is better, BM25 convention); compare scores only between hits of one mode.
     """
 
     id: int
@@ -742,6 +745,7 @@ class SearchHit(TypedDict, total=False):
     context: list[dict[str, Any]]
     mode: str
     score: float
+    position: int
 
 
 class SessionStore(ABC):

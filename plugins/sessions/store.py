@@ -1040,6 +1040,8 @@ class SQLiteSessionStore(hermes.SessionStore):
                 hit["position"] = conn.execute(
                     "SELECT count(*) FROM messages WHERE session_id = ? AND id <= ?",
                     (hit["session_id"], hit["id"])).fetchone()[0]
+                if hit["role"] == "tool" and not hit.get("tool_name"):
+                    hit["tool_name"] = _called_tool(conn, hit["session_id"], hit["id"])
             return page
 
         return self._read(run)
@@ -1348,6 +1350,18 @@ def _context(conn: sqlite3.Connection, session_id: str, message_id: int) -> list
     ).fetchall()
     return [{"id": r["id"], "role": r["role"], "content": (r["content"] or "")[:_CONTEXT_CHARS]}
             for r in rows]
+
+
+def _called_tool(conn: sqlite3.Connection, session_id: str, message_id: int) -> str | None:
+    """The tool a result answers, when the result itself has no name (OpenAI-format
+    tool messages carry only ``tool_call_id``): the name in the earlier assistant call
+    with that id."""
+    row = conn.execute(
+        "SELECT (SELECT json_extract(j.value, '$.function.name') FROM messages a, json_each(a.tool_calls) j "
+        "WHERE a.session_id = t.session_id AND a.id < t.id AND a.role = 'assistant' "
+        "AND json_valid(a.tool_calls) AND json_extract(j.value, '$.id') = t.tool_call_id "
+        "ORDER BY a.id DESC LIMIT 1) FROM messages t WHERE t.id = ?", (message_id,)).fetchone()
+    return row[0] if row else None
 
 
 def _like_snippet(content: str, terms: list[str], width: int = 120) -> str:

@@ -218,3 +218,13 @@ def test_matches_below_the_rank_limit_are_ranked_not_listed_newest(store: SQLite
                                   for i in range(8)])
     hits = store.search_messages("ferret", fallback=False, limit=3)
     assert hits[0]["id"] == best and {h["mode"] for h in hits} == {"strict"}
+
+
+def test_tool_results_without_a_name_show_the_tool_they_answer(store: SQLiteSessionStore) -> None:
+    # OpenAI-format JSONL: the tool message carries only tool_call_id
+    store.append_messages("imported", [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_7", "type": "function", "function": {"name": "web_search", "arguments": "{}"}}]},
+        {"role": "tool", "content": "armadillo facts from the web", "tool_call_id": "call_7"}])
+    hit = store.search_messages("armadillo")[0]
+    assert hit["role"] == "tool" and hit["tool_name"] == "web_search"
