@@ -39,7 +39,7 @@ T = TypeVar("T")
 MAX_TITLE_LENGTH = 100
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages, if
 #: more); a query with more matches lists the newest (see ``_run_stage``).
-RANK_LIMIT = 5000
+RANK_LIMIT = 3000
 RANK_SHARE = 0.01
 #: In a relaxed query, a term in at least this share of all messages (and in at least
 #: COMMON_MIN of them) is dropped when a rarer term is left.
