@@ -210,10 +210,13 @@ class ThreatRule:
     flags: int = re.IGNORECASE
     #: How far (characters) a match may reach from a prefilter word: in a long text the
     #: pattern is searched only this close to where its words occur.
-    reach: int = 300
-    #: How many characters around a match ``inner``, ``unless`` and the negation check
-    #: also look at (the verb before a file name, the addressee after an order).
+    reach: int = 200
+    #: How many characters around a match ``inner`` also looks at (the verb before a
+    #: file name, the addressee after an order) …
     window: int = 0
+    #: … and ``unless`` (kept apart and small: text next to an attack must not be able
+    #: to excuse it).
+    unless_window: int = 0
 
     @property
     def scope(self) -> str:
@@ -263,10 +266,9 @@ class ThreatRule:
             if n >= 1024:
                 break
             start, end = match.span()
-            found = text[max(0, start - self.window):end + self.window] if self.window else match.group(0)
-            if inner is not None and not inner.search(found):
+            if inner is not None and not inner.search(text, max(0, start - self.window), end + self.window):
                 continue
-            if unless is not None and unless.search(found):
+            if unless is not None and unless.search(text, max(0, start - self.unless_window), end + self.unless_window):
                 continue
             if self.negatable and _NEGATION_RE.search(text, max(0, start - 40), start):
                 continue
@@ -433,7 +435,8 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
             also=frozenset(_trigger(str(t)) for t in item.get("also") or ()),
             flags=flags,
             window=int(item.get("window", 0)),
-            reach=int(item.get("reach", 300)),
+            unless_window=int(item.get("unless_window", 0)),
+            reach=int(item.get("reach", 200)),
         )
         try:
             rule.regex, rule._inner, rule._unless  # noqa: B018 — compile now to name the bad rule
@@ -583,14 +586,30 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
             decoded = decode(run[:_MAX_RUN])
             if decoded:
                 yield name, decoded, m.span()
-    if "&" in text and _ENTITY_RE.search(text):
-        unescaped = html.unescape(text)
-        if unescaped != text:
-            yield "html", unescaped, None
-    if "%" in text and len(_PERCENT_RE.findall(text, 0, 8192)) >= 4:
-        unquoted = urllib.parse.unquote(text)
-        if unquoted != text:
-            yield "percent", unquoted, None
+    # Entities and percent-escapes are decoded in the stretches around them only (an
+    # encoded order is found whole; a long page with one "&amp;" costs little).
+    for name, regex, decode, least in (("html", _ENTITY_RE, html.unescape, 1),
+                                       ("percent", _PERCENT_RE, urllib.parse.unquote, 4)):
+        if (name == "html" and "&" not in text) or (name == "percent" and "%" not in text):
+            continue
+        hits = [m.span() for _, m in zip(range(4096), regex.finditer(text), strict=False)]
+        if len(hits) < least:
+            continue
+        for lo, hi in _merge((max(0, a - 300), min(len(text), b + 300)) for a, b in hits)[:MAX_DECODED]:
+            decoded = decode(text[lo:hi])
+            if decoded != text[lo:hi]:
+                yield name, decoded, (lo, hi)
+
+
+def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ``(start, end)`` ranges joined, in order."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 # --------------------------------------------------------------------------------------
@@ -601,7 +620,8 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
 @dataclass(frozen=True)
 class ScanReport:
     """Everything one scan found: ``findings`` (every rule that matched, with its
-    weight), the ``score`` (sum of the weights of distinct rules) and whether it
+    weight), the ``score`` (the weights of distinct rules added up, where weak ones
+    count together only within :data:`NEARBY` characters of each other) and whether it
     reaches the rules' ``threshold``."""
 
     findings: tuple[Threat, ...]
@@ -653,13 +673,11 @@ def _windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> 
     words, or ``None`` to search the whole text."""
     if not rule.any:
         return None
-    spans = sorted((max(0, p - rule.reach), min(length, p + rule.reach)) for t in rule.any for p in positions.get(t, ()))
-    merged: list[tuple[int, int]] = []
-    for lo, hi in spans:
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
-        else:
-            merged.append((lo, hi))
+    # A match holds a word of each group, so the group found in fewer places will do.
+    group = rule.any
+    if rule.also and sum(len(positions.get(t, ())) for t in rule.also) < sum(len(positions.get(t, ())) for t in rule.any):
+        group = rule.also
+    merged = _merge((max(0, p - rule.reach), min(length, p + rule.reach)) for t in group for p in positions.get(t, ()))
     return None if sum(hi - lo for lo, hi in merged) > 0.7 * length else merged
 
 
@@ -691,32 +709,33 @@ def _layers(normalized: str, lower: str) -> Iterator[tuple[str, str, tuple[int, 
         yield "rot13", codecs.encode(normalized, "rot13"), None
 
 
-def _raw_span(raw: str, normalized: str, span: tuple[int, int]) -> tuple[int, int] | None:
-    """``span`` of ``normalized`` mapped back to ``raw`` (exact when NFKC changed no
-    character; approximate otherwise)."""
-    if len(raw) == len(normalized):  # folding is one-to-one; nothing was removed
-        return span
-    if unicodedata.is_normalized("NFKC", raw):
-        # Only format characters were removed: shift past each one before the point.
-        removed = [m.start() for m in _FORMAT_RE.finditer(raw)]
+class _SpanMap:
+    """Maps positions in the normalised text back to the raw text; built on first use
+    (most scans report nothing) and once per scan."""
 
-        def back(i: int) -> int:
-            for r in removed:
-                if r <= i:
-                    i += 1
-                else:
-                    break
-            return i
+    def __init__(self, raw: str, normalized: str) -> None:
+        self.raw, self.normalized = raw, normalized
+        self._positions: list[int] | None = None
 
-        return back(span[0]), back(span[1] - 1) + 1 if span[1] > span[0] else back(span[0])
-    positions: list[int] = []
-    for i, ch in enumerate(raw):
-        n = _FORMAT_RE.sub("", unicodedata.normalize("NFKC", ch).translate(_CONFUSABLES)) if not ch.isascii() else ch
-        positions.extend([i] * len(n))
-    positions.append(len(raw))
-    start = positions[min(span[0], len(positions) - 1)]
-    end = positions[min(span[1], len(positions) - 1)] if span[1] < len(positions) else len(raw)
-    return (start, max(end, start))
+    def __call__(self, span: tuple[int, int]) -> tuple[int, int]:
+        if len(self.raw) == len(self.normalized):  # folding is one-to-one; nothing removed
+            return span
+        if self._positions is None:
+            # Per raw character, how many normalised characters it became (NFKC may
+            # expand or merge; format characters vanish). Exact unless NFKC composed
+            # across characters, which only shifts a span by a character or two.
+            positions: list[int] = []
+            for i, ch in enumerate(self.raw):
+                if ch.isascii():
+                    positions.append(i)
+                elif not _FORMAT_RE.match(ch):
+                    positions.extend([i] * len(unicodedata.normalize("NFKC", ch)))
+            positions.append(len(self.raw))
+            self._positions = positions
+        last = len(self._positions) - 1
+        start = self._positions[min(span[0], last)]
+        end = self._positions[min(span[1], last)] if span[1] <= last else len(self.raw)
+        return start, max(end, start)
 
 
 def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
@@ -733,6 +752,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     findings: list[Threat] = [] if head.isascii() else _invisible_findings(head)
     normalized = normalize_for_scan(head)
     seen = {t.id for t in findings}
+    raw_span = _SpanMap(head, normalized)
     kept: list[tuple[str, tuple[int, int]]] = []  # (layer key, span) of kept matches
 
     def keep(rule: ThreatRule, span: tuple[int, int], excerpt: str, layer: str, key: str,
@@ -754,7 +774,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         return sorted(matches, key=lambda m: (-m[0].weight, ruleset.order[m[0].id]))
 
     for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized)):
-        keep(rule, span, excerpt, "text", "text", _raw_span(head, normalized, span))
+        keep(rule, span, excerpt, "text", "text", raw_span(span))
     lower = normalized.lower()
     for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
         decoded_norm = normalize_for_scan(decoded)
@@ -762,16 +782,34 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
             if reverse:
                 length = len(decoded_norm)
-                where = _raw_span(head, normalized, (length - span[1], length - span[0]))
+                where = raw_span((length - span[1], length - span[0]))
             else:
-                where = _raw_span(head, normalized, run_span) if run_span else None
+                where = raw_span(run_span) if run_span else None
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
-    score = sum(t.weight for t in findings)
+    score = _score(findings)
     if len(text) > max_chars:
         findings.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window",
                                kind="oversized"))
         score += 1.0
     return ScanReport(tuple(findings), score, ruleset.threshold)
+
+
+#: Weak hints add up only when they are this close (characters): two harmless phrases
+#: at opposite ends of a long README are not one instruction.
+NEARBY = 600
+
+
+def _score(findings: list[Threat]) -> float:
+    """The highest sum of weights of findings lying within :data:`NEARBY` of one
+    another (a finding without a position counts everywhere)."""
+    best = 0.0
+    for f in findings:
+        total = 0.0
+        for g in findings:
+            if f.span is None or g.span is None or abs(f.span[0] - g.span[0]) <= NEARBY:
+                total += g.weight
+        best = max(best, total)
+    return best
 
 
 def scan_for_threats(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS) -> list[Threat]:

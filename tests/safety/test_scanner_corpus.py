@@ -72,3 +72,39 @@ def test_held_out_half_rates(capsys: pytest.CaptureFixture[str]) -> None:
 
 HELDOUT_BLOCK_FLOOR = 0.90
 HELDOUT_FP_CEILING = 0.02
+
+
+def _filler(rows: list[dict], rng, size: int) -> list[str]:
+    clean = [r["text"].lstrip("\ufeff") for r in rows if r["label"] == "benign" and r["scope"] != "memory"]
+    parts: list[str] = []
+    while sum(map(len, parts)) < size:
+        parts.append(rng.choice(clean))
+    return parts
+
+
+def test_attacks_stay_blocked_inside_long_documents() -> None:
+    # Long texts are searched only near each rule's prefilter words; an attack in the
+    # middle of 6 KB of look-alike text must still be found.
+    import random
+
+    rows = load("tune")
+    rng = random.Random(11)
+    lost = []
+    for row in rows:
+        if row["label"] != "attack" or not scan_for_threats(row["text"], scope=row["scope"]):
+            continue
+        parts = _filler(rows, rng, 6000)
+        parts.insert(len(parts) // 2, row["text"])
+        if not scan_for_threats("\n\n".join(parts), scope=row["scope"]):
+            lost.append(row["text"])
+    assert lost == []
+
+
+def test_long_benign_documents_pass() -> None:
+    # Weak hints far apart in a long file do not add up to a block.
+    import random
+
+    rows, rng = load("tune"), random.Random(12)
+    blocked = [doc for doc in ("\n\n".join(_filler(rows, rng, 8000)) for _ in range(60))
+               if scan_for_threats(doc, scope="context_file")]
+    assert blocked == []
