@@ -233,87 +233,135 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
                      index: dict[str, tuple[str, Any]] | None = None) -> str:
     """A summary body built locally from the compacted turns when no model could write one:
     the user's asks (each once), the tools called, files touched, errors seen, the last
-    turns, and the previous summary. Deterministic: the same turns give the same text."""
-    index = index if index is not None else call_index(turns)
-    asks: dict[str, None] = {}  # ordered; a repeated ask moves to its newest place
-    tools: Counter[str] = Counter()
-    files: list[str] = []
-    errors: list[str] = []
-    outputs: list[tuple[str, Any, str]] = []
+    turns, and the previous summary. Deterministic: the same turns give the same text.
 
-    def add_file(path: Any) -> None:
-        if isinstance(path, str) and path.strip() and len(path) < 300 and path not in files:
-            files.append(path.strip())
+    Steps: collect the facts (:func:`_collect_facts`), lay out the sections of the
+    summary template (:func:`_fallback_sections`), then fill the room the cap leaves with
+    the newest turns (:func:`_last_turns`, :func:`_with_last_turns`)."""
+    facts = _collect_facts(turns, index if index is not None else call_index(turns))
+    body = "\n".join(_fallback_sections(facts, len(turns), reason, previous))
+    body = _with_last_turns(body, _last_turns(turns))
+    return hermes.redact_secrets(body)  # defence in depth: paths and tool names too
 
+
+class _Facts:
+    """What the compacted turns show: asks (ordered, each once), tool call counts, files
+    touched, error lines and tool outputs ``(name, args, text)``."""
+
+    def __init__(self) -> None:
+        self.asks: dict[str, None] = {}  # ordered; a repeated ask moves to its newest place
+        self.tools: Counter[str] = Counter()
+        self.files: list[str] = []
+        self.errors: list[str] = []
+        self.outputs: list[tuple[str, Any, str]] = []
+
+    def add_file(self, path: Any) -> None:
+        if isinstance(path, str) and path.strip() and len(path) < 300 and path not in self.files:
+            self.files.append(path.strip())
+
+    def add_ask(self, raw: str) -> None:
+        # redact only what is kept (bodies can be huge), with a margin for cut secrets
+        ask = _clip(hermes.redact_secrets(raw[: FALLBACK_ASK_CHARS * 2]), FALLBACK_ASK_CHARS)
+        self.asks.pop(ask, None)
+        self.asks[ask] = None
+
+    def add_calls(self, msg: Message) -> None:
+        for call in msg.get("tool_calls") or ():
+            if not isinstance(call, dict):
+                continue
+            name, args = call_name_args(call)
+            self.tools[name or "tool"] += 1
+            if isinstance(args, dict):
+                for key in _PATH_KEYS:
+                    self.add_file(args.get(key))
+
+    def add_output(self, msg: Message, raw: str, index: dict[str, tuple[str, Any]]) -> None:
+        cid = str(msg.get("tool_call_id") or "")
+        name, args = index.get(cid, (str(msg.get("name") or "tool"), None))
+        self.outputs.append((name, args, raw))
+        head = raw[:1500]
+        if not is_placeholder(raw) and _ERROR_RE.search(head):
+            first = next((ln for ln in head.splitlines() if _ERROR_RE.search(ln)), head)
+            self.errors.append(f"[{name or 'tool'}] {_clip(hermes.redact_secrets(first[:400]), 200)}")
+
+    def results(self) -> list[str]:
+        """One line per recent tool output."""
+        return [(text if is_placeholder(text) else tool_one_liner(name, args, text))
+                .replace(" (output cleared to save context)", "") for name, args, text in self.outputs[-12:]]
+
+    def kept_asks(self) -> list[str]:
+        """The newest asks that fit :data:`FALLBACK_ASKS_CHARS`, oldest first."""
+        kept: list[str] = []
+        used = 0
+        for ask in reversed(list(self.asks)):  # the newest asks matter most
+            if kept and used + len(ask) > FALLBACK_ASKS_CHARS:
+                break
+            kept.insert(0, ask)
+            used += len(ask)
+        return kept
+
+
+def _collect_facts(turns: list[Message], index: dict[str, tuple[str, Any]]) -> _Facts:
+    facts = _Facts()
     for msg in turns:
         role = msg.get("role")
         raw = text_of(msg.get("content"))
         if role == "user" and raw.strip():
-            # redact only what is kept (bodies can be huge), with a margin for cut secrets
-            ask = _clip(hermes.redact_secrets(raw[: FALLBACK_ASK_CHARS * 2]), FALLBACK_ASK_CHARS)
-            asks.pop(ask, None)
-            asks[ask] = None
+            facts.add_ask(raw)
         elif role == "assistant":
-            for call in msg.get("tool_calls") or ():
-                if not isinstance(call, dict):
-                    continue
-                name, args = call_name_args(call)
-                tools[name or "tool"] += 1
-                if isinstance(args, dict):
-                    for key in _PATH_KEYS:
-                        add_file(args.get(key))
+            facts.add_calls(msg)
         elif role == "tool":
-            cid = str(msg.get("tool_call_id") or "")
-            name, args = index.get(cid, (str(msg.get("name") or "tool"), None))
-            outputs.append((name, args, raw))
-            head = raw[:1500]
-            if not is_placeholder(raw) and _ERROR_RE.search(head):
-                first = next((ln for ln in head.splitlines() if _ERROR_RE.search(ln)), head)
-                errors.append(f"[{name or 'tool'}] {_clip(hermes.redact_secrets(first[:400]), 200)}")
-        if len(files) < 40:
+            facts.add_output(msg, raw, index)
+        if len(facts.files) < 40:
             for match in _PATH_RE.findall(raw[:4_000]):
-                add_file(match)
-    results = [(text if is_placeholder(text) else tool_one_liner(name, args, text))
-               .replace(" (output cleared to save context)", "") for name, args, text in outputs[-12:]]
+                facts.add_file(match)
+    return facts
 
+
+def _fallback_sections(facts: _Facts, n_turns: int, reason: str, previous: str) -> list[str]:
+    """The summary template's sections filled with what the facts show."""
+    unknown = "Unknown (deterministic fallback summary)."
+    kept = facts.kept_asks()
+    lines = ["## Goal"]
+    lines += ["User asks in the compacted turns (oldest first):", *[f"- {a}" for a in kept]] if kept else [unknown]
+    lines += ["", "## Constraints & Preferences", unknown, "", "## Progress", "### Done"]
+    if facts.tools:
+        lines.append("- Called tool(s): " + ", ".join(
+            f"{n} ×{c}" if c > 1 else n for n, c in facts.tools.most_common(12)))
+    lines += [f"- {r}" for r in facts.results()[-12:]] or ([] if facts.tools else [unknown])
+    lines += ["### In Progress", unknown, "### Blocked"]
+    lines += [f"- {e}" for e in facts.errors[-6:]] or ["None seen."]
+    lines += ["", "## Key Decisions", unknown, "", "## Relevant Files"]
+    lines += [f"- {f}" for f in facts.files[:25]] or ["None seen."]
+    lines += ["", "## Next Steps", "Continue from the newest user message after this summary.", "",
+              "## Critical Context",
+              f"Summary generation was unavailable ({reason}); this checkpoint was built locally from "
+              f"{n_turns} compacted messages. The full earlier transcript is kept in the session "
+              "history: use session_search to recover details."]
+    if previous.strip():
+        lines += ["", "Earlier checkpoint (carried over):", _clip_block(previous, FALLBACK_PREVIOUS_CHARS)]
+    return lines
+
+
+def _last_turns(turns: list[Message]) -> list[str]:
+    """The last compacted turns but the user's (the asks are listed once, above: #49307)."""
     last = []
     for msg in turns[-8:]:
         role = str(msg.get("role") or "")
         if role == "user":
-            continue  # the asks are listed once, above (#49307: never twice)
+            continue
         text = hermes.redact_secrets(text_of(msg.get("content"))[: FALLBACK_TURN_CHARS * 2])
         if role == "assistant" and msg.get("tool_calls"):
             names = ", ".join(call_name_args(c)[0] or "tool" for c in msg["tool_calls"] if isinstance(c, dict))
             text = (text + " " if text.strip() else "") + f"(called {names})"
         if text.strip():
             last.append(f"- {role.upper()}: {_clip(text, FALLBACK_TURN_CHARS)}")
+    return last
 
-    unknown = "Unknown (deterministic fallback summary)."
-    lines = ["## Goal"]
-    kept, used = [], 0
-    for ask in reversed(list(asks)):  # the newest asks matter most; keep them within a budget
-        if kept and used + len(ask) > FALLBACK_ASKS_CHARS:
-            break
-        kept.insert(0, ask)
-        used += len(ask)
-    lines += ["User asks in the compacted turns (oldest first):", *[f"- {a}" for a in kept]] if kept else [unknown]
-    lines += ["", "## Constraints & Preferences", unknown, "", "## Progress", "### Done"]
-    if tools:
-        lines.append("- Called tool(s): " + ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in tools.most_common(12)))
-    lines += [f"- {r}" for r in results[-12:]] or ([] if tools else [unknown])
-    lines += ["### In Progress", unknown, "### Blocked"]
-    lines += [f"- {e}" for e in errors[-6:]] or ["None seen."]
-    lines += ["", "## Key Decisions", unknown, "", "## Relevant Files"]
-    lines += [f"- {f}" for f in files[:25]] or ["None seen."]
-    lines += ["", "## Next Steps", "Continue from the newest user message after this summary.", "",
-              "## Critical Context",
-              f"Summary generation was unavailable ({reason}); this checkpoint was built locally from "
-              f"{len(turns)} compacted messages. The full earlier transcript is kept in the session "
-              "history: use session_search to recover details."]
-    if previous.strip():
-        lines += ["", "Earlier checkpoint (carried over):", _clip_block(previous, FALLBACK_PREVIOUS_CHARS)]
-    body = "\n".join(lines)
-    # The newest compacted turns come last and fill whatever room the cap leaves.
+
+def _with_last_turns(body: str, last: list[str]) -> str:
+    """``body`` plus the newest of ``last`` that fill the room the cap leaves, then
+    capped at :data:`FALLBACK_MAX_CHARS`."""
     room = FALLBACK_MAX_CHARS - len(body) - 30
     kept_turns: list[str] = []
     for line in reversed(last):
@@ -325,7 +373,7 @@ def fallback_summary(turns: list[Message], reason: str, *, previous: str = "",
         body += "\n\nLast compacted turns:\n" + "\n".join(kept_turns)
     if len(body) > FALLBACK_MAX_CHARS:
         body = body[: FALLBACK_MAX_CHARS - 20].rstrip() + "\n...[truncated]"
-    return hermes.redact_secrets(body)  # defence in depth: paths and tool names too
+    return body
 
 
 def _clip_block(text: str, limit: int) -> str:
