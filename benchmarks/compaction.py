@@ -11,6 +11,9 @@ deterministic local fallback summary (the path taken when no summarizer is reach
 
 Printed, one JSON line each: the machine, then per size the medians of ``--repeat`` runs
 in CPU milliseconds (``time.process_time``), with the transcript's size before and after.
+A last line (``summary_input``) gives the tokens the summarizer is sent for a forced
+compaction of 40 tool turns, with the pre-pass that sends old tool outputs as one-liners
+and, as the baseline in the same run, without it.
 
 Run: ``.venv/bin/python benchmarks/compaction.py [--sizes 200,1000,5000] [--repeat 5]``
 """
@@ -101,7 +104,61 @@ def main(argv: list[str] | None = None) -> int:
             "messages_after": len(out), "tokens_after": hermes.estimate_messages_tokens(out),
             "repeat": args.repeat,
         }))
+    summary_input()
     return 0
+
+
+class CountingSummarizer(InstantSummarizer):
+    """Records the size of what the summarizer is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def complete(self, request: hermes.LLMRequest) -> hermes.LLMResponse:
+        self.sent.append("\n".join(str(m.get("content")) for m in request.messages))
+        return super().complete(request)
+
+
+def tool_turns(turns: int, chars: int = 3_000) -> list[dict[str, Any]]:
+    """``turns`` rounds of one ``read_file`` call with a ``chars``-character output."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful assistant."}]
+    for i in range(turns):
+        body = f"contents of src/m{i}.py\n" + "\n".join(f"line {k}: value_{i}_{k} = compute({k})"
+                                                       for k in range(chars // 32))
+        msgs += [{"role": "user", "content": f"read file {i}"},
+                 {"role": "assistant", "content": "", "tool_calls": [{
+                     "id": f"c{i}", "type": "function",
+                     "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})}}]},
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": body},
+                 {"role": "assistant", "content": f"File {i} read."}]
+    msgs.append({"role": "user", "content": "what did you find?"})
+    return msgs
+
+
+def summary_input(turns: int = 40) -> None:
+    """Tokens the summarizer is sent for a forced compaction of ``turns`` tool turns, with
+    the pre-pass (old tool outputs as one-liners) and, as the baseline in the same run,
+    without it (every output of the middle in full, what the engine did before)."""
+    msgs = tool_turns(turns)
+    figures = {}
+    for label, keep in (("before_prune", 10**9), ("after_prune", None)):
+        summarizer = CountingSummarizer()
+        eng = Compressor(auxiliary=lambda s=summarizer: (s, "instant"))
+        eng.update_model("bench-model", 40_000)  # a small window: the middle holds most turns
+        if keep is not None:
+            eng.summary_keep_recent_results = keep
+        out = eng.compress(msgs, force=True)
+        assert not transcript_problems(out)
+        figures[label] = {"summary_input_tokens": hermes.estimate_tokens(summarizer.sent[-1]),
+                          "summary_input_chars": len(summarizer.sent[-1]),
+                          "summarized_messages": eng.last_compression["summarized_messages"]}
+    before, after = figures["before_prune"], figures["after_prune"]
+    print(json.dumps({
+        "benchmark": "summary_input", "tool_turns": turns, "messages": len(msgs),
+        "tokens": hermes.estimate_messages_tokens(msgs), **{f"{k}_{lbl}": v for lbl, f in figures.items()
+                                                            for k, v in f.items()},
+        "ratio_after_vs_before": round(after["summary_input_tokens"] / max(before["summary_input_tokens"], 1), 3),
+    }))
 
 
 if __name__ == "__main__":

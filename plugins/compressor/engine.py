@@ -36,7 +36,14 @@ import hermes
 
 from .assemble import assemble
 from .boundaries import SOFT_CEILING, align_forward, plan
-from .prune import call_index, dedupe, prune_range, relieve_pressure
+from .prune import (
+    SUMMARY_KEEP_RECENT_RESULTS,
+    call_index,
+    dedupe,
+    prune_for_summary,
+    prune_range,
+    relieve_pressure,
+)
 from .summary import (
     EmptySummaryError,
     bound,
@@ -123,6 +130,8 @@ class Compressor(hermes.ContextEngine):
         self.summary_timeout = float(summary_timeout)
         self.enabled = bool(enabled)
         self.proactive_prune_tokens = int(proactive_prune_tokens)
+        #: Tool results of the middle the summarizer still gets verbatim (newest first).
+        self.summary_keep_recent_results = SUMMARY_KEEP_RECENT_RESULTS
         self._clock = clock
 
         self.model = ""
@@ -326,7 +335,7 @@ class Compressor(hermes.ContextEngine):
             "messages_before": len(messages), "messages_after": len(messages),
             "tokens_before": tokens_before, "tokens_after": tokens_before,
             "summary_tokens": 0, "summarized_messages": 0, "pruned": 0,
-            "summary_model": None, "duration_s": 0.0,
+            "summary_input_tokens": 0, "summary_model": None, "duration_s": 0.0,
         }
         self.last_compression = info
         self._last_attempt_tokens = tokens_before
@@ -354,10 +363,15 @@ class Compressor(hermes.ContextEngine):
         pruned = dedupe(work, p.head_end)
         pruned += relieve_pressure(work, p.cut, int(self.tail_token_budget * SOFT_CEILING),
                                    index, message_tokens)
-        turns = [work[i] for i in p.middle]
+        # The summarizer sees old tool outputs of the middle as one-liners (tool, key
+        # arguments, size, exit code), the newest few in full — upstream's pre-pass.
+        turns = list(work)
+        prune_for_summary(turns, p.middle, index, self.summary_keep_recent_results)
+        turns = [turns[i] for i in p.middle]
 
         # Phase 3: the summary (or the deterministic fallback, or an abort).
         text = serialize(turns, index)
+        info["summary_input_tokens"] = tokens_of_text(text)
         budget = summary_budget(tokens_of_text(text), self.context_length)
         body, failure, error = self._summarize(text, budget, p.previous_summary, focus_topic,
                                                memory_context, info)

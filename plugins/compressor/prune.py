@@ -25,6 +25,9 @@ SCREENSHOT_PLACEHOLDER = "[screenshot removed to save context]"
 
 #: Tool results shorter than this are left alone (the placeholder would not be shorter).
 MIN_PRUNE_CHARS = 200
+#: Tool results of the summarized middle that still go to the summarizer verbatim: the
+#: newest ones, which the active task most likely still needs; older ones go as one-liners.
+SUMMARY_KEEP_RECENT_RESULTS = 3
 #: Arguments longer than this are shrunk; string leaves longer than LEAF_CHARS are cut.
 ARGS_MAX_CHARS = 500
 LEAF_CHARS = 200
@@ -222,3 +225,24 @@ __all__ = [
     "shrink_calls",
     "tool_one_liner",
 ]
+
+
+def prune_for_summary(messages: list[Message], indices: list[int], index: dict[str, tuple[str, Any]],
+                      keep_recent: int = SUMMARY_KEEP_RECENT_RESULTS) -> int:
+    """Upstream's cheap pre-pass before summarizing: in ``messages[i] for i in indices``
+    (the middle about to be summarized), demote every tool result but the newest
+    ``keep_recent`` to its one-liner and shrink oversized call arguments, replacing list
+    items with new dicts. Without it a forced compaction of many tool turns sent the
+    summarizer every old output in full. Returns how many messages changed."""
+    results = [i for i in indices if messages[i].get("role") == "tool"]
+    keep = set(results[-keep_recent:]) if keep_recent > 0 else set()
+    count = 0
+    for i in indices:
+        msg = messages[i]
+        if i in keep:
+            continue
+        changed = demote_result(msg, index) if msg.get("role") == "tool" else shrink_calls(msg)
+        if changed is not None:
+            messages[i] = changed
+            count += 1
+    return count
