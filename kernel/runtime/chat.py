@@ -717,6 +717,7 @@ def run_chat(state: Any, *, resume: bool, resume_ref: str | None = None, query: 
     if resume and resume_ref:
         raise click.UsageError("use either --continue or --resume, not both.")
     query, replaced = clean_text(query) if query is not None else (None, False)
+    plain = plain or bool(os.environ.get("NO_COLOR"))  # https://no-color.org
 
     kernel = build_kernel(state, model, provider, base_url)
     agent = None
