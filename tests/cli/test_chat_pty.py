@@ -35,7 +35,7 @@ class Term:
     def __init__(self, home: Path, server, *args: str, config: str = ""):
         (home / "config.yaml").write_text("model:\n  context_length: 100000\n  max_retries: 0\n" + config)
         env = {k: v for k, v in os.environ.items()
-               if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")}
+               if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "NO_COLOR")}
         env.update(HERMES_HOME=str(home), TERM="xterm-256color", COLUMNS="120", LINES="30")
         self.child = pexpect.spawn(
             sys.executable,
