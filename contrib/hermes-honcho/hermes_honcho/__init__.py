@@ -22,4 +22,5 @@ __all__ = ["DEFAULTS", "HonchoPaused", "HonchoProvider", "hermes_register_memory
 def hermes_register_memory_providers(register: Any) -> None:
     """Register the ``honcho`` memory provider."""
     register("honcho", HonchoProvider,
+             tools=("honcho_profile", "honcho_search", "honcho_context", "honcho_conclude"),
              description="Honcho user modelling: peer context recall, message sync, honcho_* tools")

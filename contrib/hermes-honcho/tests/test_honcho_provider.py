@@ -341,3 +341,13 @@ def test_two_turns_through_the_agent(kernel_factory: Any, fake_llm: Any) -> None
     text = last_user["content"] if isinstance(last_user["content"], str) else json.dumps(last_user["content"])
     fenced = text.split("<memory-context>", 1)[1].split("</memory-context>", 1)[0]
     assert "I keep bees on my roof" in fenced
+
+
+def test_declared_tool_names_match_the_schemas(kernel_factory: Any) -> None:
+    """The names registered with tools=(...) (which the kernel reserves) are the tools."""
+    from hermes_honcho import HonchoProvider
+
+    kernel = kernel_factory(autoload=True)
+    entry = kernel.registries.memory_providers.get("honcho")
+    names = {s.get("function", s)["name"] for s in HonchoProvider(kernel).get_tool_schemas()}
+    assert set(entry.tools) == names

@@ -20,5 +20,5 @@ __all__ = ["DEFAULTS", "Mem0Paused", "Mem0Provider", "hermes_register_memory_pro
 @hermes.hookimpl
 def hermes_register_memory_providers(register: Any) -> None:
     """Register the ``mem0`` memory provider."""
-    register("mem0", Mem0Provider,
+    register("mem0", Mem0Provider, tools=("mem0_search", "mem0_add", "mem0_delete"),
              description="mem0 long-term memory: recall by search, fact extraction, mem0_* tools")

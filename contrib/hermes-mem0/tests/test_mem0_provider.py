@@ -403,3 +403,11 @@ def test_two_turns_through_the_agent(kernel_factory: Any, fake_llm: Any) -> None
     text = last_user["content"] if isinstance(last_user["content"], str) else json.dumps(last_user["content"])
     fenced = text.split("<memory-context>", 1)[1].split("</memory-context>", 1)[0]
     assert "- I drink green tea every morning" in fenced
+
+
+def test_declared_tool_names_match_the_schemas(kernel_factory: Any) -> None:
+    """The names registered with tools=(...) (which the kernel reserves) are the tools."""
+    kernel = kernel_factory(autoload=True)
+    entry = kernel.registries.memory_providers.get("mem0")
+    names = {s.get("function", s)["name"] for s in Mem0Provider(kernel).get_tool_schemas()}
+    assert set(entry.tools) == names
