@@ -1,8 +1,11 @@
-"""``hermes memory show|add|replace|remove|status``.
+"""``hermes memory show|add|replace|remove|status|log|undo``.
 
 The write commands follow exactly the rules of the ``memory`` tool (same store, same
 threat scan, lock, budget and drift guard) and emit ``hermes_memory_write`` for each
-committed action with ``metadata["write_origin"] == "cli"``.
+committed action with ``metadata["write_origin"] == "cli"``. Every change is journalled
+(``memories/history.jsonl``, see :mod:`.journal`): ``log`` lists it, ``undo`` reverts
+one change (mirrored to the external provider like a tool write), ``show --at`` replays
+the memory as it was.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import click
 import hermes
 from hermes.cli import echo_json, pass_state
 
+from .journal import parse_when
 from .provider import BuiltinMemoryProvider
-from .store import FILES, HEADERS, MemoryFileError, MemoryStore, Outcome
+from .store import FILES, HEADERS, MemoryFileError, MemoryStore, Outcome, preview
 
 _TARGET = click.option("--target", "-t", type=click.Choice(["memory", "user"]), default="memory",
                        show_default=True, help="memory = the agent's notes, user = the user profile.")
@@ -46,17 +50,30 @@ def memory() -> None:
 @memory.command("show")
 @click.option("--target", "-t", type=click.Choice(["memory", "user", "all"]), default="all",
               show_default=True, help="Which store to show.")
+@click.option("--at", "at", metavar="DATE", default=None,
+              help="Show the memory as it was at DATE (ISO 8601, UTC unless a zone is given).")
 @_JSON
 @pass_state
-def show(state: Any, target: str, as_json: bool) -> None:
-    """Print the live entries and usage of each store."""
+def show(state: Any, target: str, at: str | None, as_json: bool) -> None:
+    """Print the live entries and usage of each store (or, with --at, past ones)."""
     _, store = _store(state)
     targets = list(FILES) if target == "all" else [target]
     data: dict[str, Any] = {}
     unreadable: list[str] = []
+    if at is not None:
+        try:
+            parse_when(at)
+        except ValueError as exc:
+            raise hermes.HermesError(f"--at: {exc}") from None
     for t in targets:
         try:
-            entries = store.entries(t)
+            if at is not None:
+                try:
+                    entries = store.state_at(t, at)
+                except ValueError as exc:
+                    raise hermes.HermesError(f"--at: {exc}") from None
+            else:
+                entries = store.entries(t)
         except MemoryFileError as exc:
             # Never shown as "(empty)": the file holds something we could not read.
             unreadable.append(str(exc))
@@ -100,13 +117,15 @@ def show(state: Any, target: str, as_json: bool) -> None:
 
 def _write(state: Any, target: str, op: dict[str, Any], as_json: bool) -> None:
     kernel, store = _store(state)
-    outcome: Outcome = store.apply(target, [op])
+    outcome: Outcome = store.apply(target, [op], who="cli", origin="cli")
     for change in outcome.committed:
+        metadata = {"write_origin": "cli", "tool_name": "memory", "old_text": change.old_text,
+                    "previous_content": change.previous_content}
+        if change.record is not None:
+            metadata["history"] = dict(change.record)
         kernel.emit("hermes_memory_write", session=None, event=hermes.MemoryWriteEvent(
             action=change.action, target=change.target, content=change.content,
-            old_text=change.old_text,
-            metadata={"write_origin": "cli", "tool_name": "memory", "old_text": change.old_text,
-                      "previous_content": change.previous_content},
+            old_text=change.old_text, metadata=metadata,
         ))
     if as_json:
         echo_json(outcome.data)
@@ -118,8 +137,22 @@ def _write(state: Any, target: str, op: dict[str, Any], as_json: bool) -> None:
         extra = ""
         if data.get("matches"):
             extra = " Matches: " + " | ".join(data["matches"])
-        raise hermes.HermesError(f"{data['error']}{extra}")
+        raise hermes.HermesError(f"{_for_person(data['error'])}{extra}")
     click.echo(f"{outcome.data['message']} {FILES[target]}: {outcome.data['usage']}")
+
+
+#: The store words its errors for the model (a retry budget, the tool's batch parameter);
+#: at the command line the same facts get a person's next step.
+_MODEL_HINTS = (
+    (" and retry once.", ". `hermes memory show` lists them."),
+    (" — ideally in one call with 'operations'.", " (`hermes memory remove --old TEXT`)."),
+)
+
+
+def _for_person(error: str) -> str:
+    for model_hint, person_hint in _MODEL_HINTS:
+        error = error.replace(model_hint, person_hint)
+    return error
 
 
 @memory.command("add")
@@ -151,6 +184,82 @@ def replace(state: Any, target: str, as_json: bool, old_text: str, content: str)
 def remove(state: Any, target: str, as_json: bool, old_text: str) -> None:
     """Remove the entry containing --old."""
     _write(state, target, {"action": "remove", "old_text": old_text}, as_json)
+
+
+@memory.command("log")
+@click.option("--target", "-t", type=click.Choice(["memory", "user", "all"]), default="all",
+              show_default=True, help="Which store's changes to list.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Newest changes to list (0 = all kept).")
+@_JSON
+@pass_state
+def log_(state: Any, target: str, limit: int, as_json: bool) -> None:
+    """List the changes to the memory files, newest last: id, time, action, who."""
+    _, store = _store(state)
+    records = store.history(None if target == "all" else target)
+    if limit:
+        records = records[-limit:]
+    if as_json:
+        echo_json(records)
+        return
+    if not records:
+        click.echo(f"No changes recorded yet ({store.journal.path}).")
+        return
+    for rec in records:
+        undo = f" (undo of #{rec['undo_of']})" if rec.get("undo_of") is not None else ""
+        who = rec.get("who") or "unknown"
+        click.echo(f"#{rec['id']:<5} {rec.get('time', '?')}  {rec.get('target', '?'):<6} "
+                   f"{rec.get('action', '?'):<7} by {who} [{rec.get('origin', '?')}]{undo}")
+        if rec.get("action") == "edit":
+            click.echo("       file edited outside Hermes")
+            continue
+        if rec.get("old") is not None:
+            click.echo(f"       - {preview(rec['old'])}")
+        if rec.get("new") is not None:
+            click.echo(f"       + {preview(rec['new'])}")
+
+
+@memory.command("undo")
+@click.argument("change_id", metavar="[ID]", type=int, required=False)
+@_JSON
+@pass_state
+def undo(state: Any, change_id: int | None, as_json: bool) -> None:
+    """Revert one change from `hermes memory log` (the newest when no ID is given).
+
+    The undo is itself a change (recorded, scanned, within the budget) and is mirrored
+    to the external memory provider, if one is configured."""
+    kernel, store = _store(state)
+    outcome = store.undo(change_id, who="cli", origin="undo")
+    if outcome.committed:
+        _mirror(kernel, outcome)
+    if as_json:
+        echo_json(outcome.data)
+        if not outcome.ok:
+            raise SystemExit(1)
+        return
+    if not outcome.ok:
+        raise hermes.HermesError(outcome.data["error"])
+    target = outcome.committed[0].target if outcome.committed else "memory"
+    click.echo(f"{outcome.data['message']} {FILES[target]}: {outcome.data['usage']}")
+
+
+def _mirror(kernel: Any, outcome: Outcome) -> None:
+    """Emit ``hermes_memory_write`` and tell the external provider about each change of
+    an undo, through the memory manager (the same path as the model's writes)."""
+    quiet = logging.getLogger("hermes.memory")
+    was_disabled, quiet.disabled = quiet.disabled, True
+    try:
+        manager = hermes.MemoryManager(kernel, platform="cli")
+    finally:
+        quiet.disabled = was_disabled
+    try:
+        manager.initialize("cli")
+        for change in outcome.committed:
+            manager.record_write(change, origin="cli", session_id="cli")
+        if not manager.flush(10.0):
+            click.echo("warning: the memory provider did not confirm the undo in 10s", err=True)
+    finally:
+        manager.shutdown(timeout=5.0)
 
 
 @memory.command("status")

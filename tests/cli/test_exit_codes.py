@@ -75,3 +75,24 @@ def test_exit_status_rule(tmp_path: Path, args: list[str], config: str, expected
     if expected == FAILURE and "doctor" not in args and "status" not in args:
         errors = [line for line in proc.stderr.splitlines() if line.startswith("hermes:")]
         assert len(errors) == 1, proc.stderr
+
+
+def test_memory_cli_messages_are_written_for_a_person(tmp_path: Path) -> None:
+    """The store's wording for the model (a retry budget, the tool's 'operations'
+    parameter) stays in the tool; the CLI says what a person does next."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("memory:\n  memory_char_limit: 40\n")
+    env = {**os.environ, "HERMES_HOME": str(home)}
+
+    def hermes(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "hermes.cli", *args], capture_output=True,
+                              text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+
+    missing = hermes("memory", "remove", "--old", "never said")
+    assert missing.returncode == FAILURE
+    assert "retry once" not in missing.stderr and "hermes memory show" in missing.stderr
+    assert hermes("memory", "add", "The user prefers tea.").returncode == OK
+    full = hermes("memory", "add", "The user deploys on Fridays with Kubernetes.")
+    assert full.returncode == FAILURE
+    assert "'operations'" not in full.stderr and "hermes memory remove" in full.stderr
