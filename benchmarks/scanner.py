@@ -84,7 +84,8 @@ def rates() -> None:
 
 def documents(rows: list[dict], size: int, count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    benign = [r["text"] for r in rows if r["label"] == "benign"]
+    # A byte-order mark only ever opens a file, so the pieces lose theirs.
+    benign = [r["text"].lstrip("\ufeff") for r in rows if r["label"] == "benign"]
     attacks = [r["text"] for r in rows if r["label"] == "attack"]
     docs = []
     for _ in range(count):

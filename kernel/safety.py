@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import codecs
 import html
 import re
@@ -142,6 +143,7 @@ _CONFUSABLES = str.maketrans({
 })
 
 _WORD_RE = re.compile(r"\w+")
+_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
 _BASE64_RUN_RE = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{16,4096}={0,2}")
 _HEX_RUN_RE = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){10,2048}(?![0-9A-Fa-f])|(?:\\x[0-9A-Fa-f]{2}){6,2048}")
 _PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -715,27 +717,43 @@ class _SpanMap:
 
     def __init__(self, raw: str, normalized: str) -> None:
         self.raw, self.normalized = raw, normalized
-        self._positions: list[int] | None = None
+        self._breaks: tuple[list[int], list[tuple[int, int]]] | None = None
+
+    def _build(self) -> tuple[list[int], list[tuple[int, int]]]:
+        # One break per non-ASCII character: where it starts in the normalised text,
+        # its raw index and how many normalised characters it became (NFKC may expand;
+        # format characters vanish). ASCII between breaks maps one to one. Exact
+        # unless NFKC composed across characters, which shifts a span by a character.
+        starts: list[int] = []
+        info: list[tuple[int, int]] = []
+        norm = raw_at = 0
+        for m in _NON_ASCII_RE.finditer(self.raw):
+            norm += m.start() - raw_at
+            for k, ch in enumerate(m.group(0)):
+                n = 0 if _FORMAT_RE.match(ch) else len(unicodedata.normalize("NFKC", ch))
+                starts.append(norm)
+                info.append((m.start() + k, n))
+                norm += n
+            raw_at = m.end()
+        return starts, info
+
+    def _back(self, x: int) -> int:
+        assert self._breaks is not None
+        starts, info = self._breaks
+        k = bisect.bisect_right(starts, x) - 1  # the last break at or before x
+        if k < 0:
+            return x
+        raw_i, n = info[k]
+        return raw_i if x < starts[k] + n else raw_i + 1 + (x - starts[k] - n)
 
     def __call__(self, span: tuple[int, int]) -> tuple[int, int]:
-        if len(self.raw) == len(self.normalized):  # folding is one-to-one; nothing removed
+        if self.raw is self.normalized:  # ASCII: normalising changed nothing
             return span
-        if self._positions is None:
-            # Per raw character, how many normalised characters it became (NFKC may
-            # expand or merge; format characters vanish). Exact unless NFKC composed
-            # across characters, which only shifts a span by a character or two.
-            positions: list[int] = []
-            for i, ch in enumerate(self.raw):
-                if ch.isascii():
-                    positions.append(i)
-                elif not _FORMAT_RE.match(ch):
-                    positions.extend([i] * len(unicodedata.normalize("NFKC", ch)))
-            positions.append(len(self.raw))
-            self._positions = positions
-        last = len(self._positions) - 1
-        start = self._positions[min(span[0], last)]
-        end = self._positions[min(span[1], last)] if span[1] <= last else len(self.raw)
-        return start, max(end, start)
+        if self._breaks is None:
+            self._breaks = self._build()
+        start = self._back(span[0])
+        end = self._back(span[1] - 1) + 1 if span[1] > span[0] else start
+        return start, min(max(end, start), len(self.raw))
 
 
 def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 import hermes
 from hermes.safety import (
@@ -25,6 +27,7 @@ from hermes.safety import (
     THREAT_PATTERNS,
     RuleError,
     Threat,
+    _SpanMap,
     load_rules,
     normalize_for_scan,
     parse_rules,
@@ -362,6 +365,25 @@ def test_span_maps_back_through_normalisation() -> None:
     (threat,) = scan_for_threats(text)
     start, end = threat.span
     assert normalize_for_scan(text[start:end]) == "ignore all previous instructions"
+
+
+@given(st.lists(st.sampled_from(list("ab x") + ["\u00ad", "ｆ", "\u200b", "é", "中", "\ufeff", "е", "ﬁ", "①"]),
+                min_size=1, max_size=24))
+def test_span_map_inverts_normalisation(chars: list[str]) -> None:
+    # Any span of the normalised text that starts and ends between raw characters maps
+    # back to raw text that normalises to exactly that span.
+    raw = "".join(chars)
+    normalized = normalize_for_scan(raw)
+    back = _SpanMap(raw, normalized)
+    bounds, at = {0}, 0
+    for ch in raw:
+        at += len(normalize_for_scan(ch))
+        bounds.add(at)
+    for a in sorted(bounds):
+        for b in sorted(bounds):
+            if a < b:
+                start, end = back((a, b))
+                assert normalize_for_scan(raw[start:end]) == normalized[a:b]
 
 
 def test_input_is_bounded() -> None:
