@@ -84,8 +84,9 @@ class CLIState:
         kernel = self.kernel()
         if self.strict and kernel.failures:
             raise HermesError(f"strict mode: {kernel.failures[0].line()}")
-        if kernel.config_problems:
-            raise kernel.config_problems[0]
+        problems = kernel.config_problems if self.strict else kernel.start_problems
+        if problems:
+            raise problems[0]
         return kernel
 
 

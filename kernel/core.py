@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 import weakref
 from collections import ChainMap
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,11 @@ log = logging.getLogger("hermes")
 #: The package whose ``DEFAULT_PLUGINS`` the kernel registers. Named, never imported at
 #: module level: the kernel does not depend on its plugins.
 DEFAULT_PLUGIN_PACKAGE = "hermes.plugins"
+
+#: Kinds whose configured name, when nothing registered it, falls back to a built-in with
+#: a one-line warning instead of refusing to start (Hermes Agent's rule for
+#: ``context.engine``); strict mode keeps the error.
+SELECTION_FALLBACKS = {"context-engine": "compressor"}
 
 class Kernel:
     """One Hermes instance: its home, config, plugin manager and registries.
@@ -70,7 +76,7 @@ class Kernel:
         #: This kernel's environment: the process environment over ``$HERMES_HOME/.env``.
         #: ``{$env: VAR}`` and the LLM clients read it; ``os.environ`` is never written,
         #: so kernels on other homes never see this home's secrets.
-        self.env: Mapping[str, str] = ChainMap(os.environ, read_dotenv(self.home / ".env") if read_config else {})  # type: ignore[arg-type]
+        self.env: Mapping[str, str] = ChainMap(os.environ, read_dotenv(self.home / ".env") if read_config else {})
         self.config: Config = (Config.load(self.home, config, env=self.env) if read_config
                                else Config(dict(config or {}), home=self.home, env=self.env))
         # $HERMES_HOME/logs/hermes.log (redacted, 0600), detached by close(); the
@@ -210,6 +216,9 @@ class Kernel:
 
     def _check_selection(self, *, raise_errors: bool) -> None:
         self.selection_errors = []
+        #: kind -> the built-in used because the configured name is not registered.
+        self.selection_fallbacks: dict[str, str] = {}
+        self._fallbacks_warned: set[str] = set()
         for kind, key in SELECTION_KEYS.items():
             name = self.config.get(key)
             if not name:
@@ -217,9 +226,19 @@ class Kernel:
             registry = self.registries.by_kind(kind)
             if name not in registry:
                 self.selection_errors.append(UnknownPluginError(kind, name, registry.names(), setting=key))
+                fallback = SELECTION_FALLBACKS.get(kind)
+                if fallback and fallback in registry and not self.pm.switches.strict:
+                    self.selection_fallbacks[kind] = fallback
         self.settings_errors = self._check_settings()
-        if raise_errors and self.config_problems:
-            raise self.config_problems[0]
+        if raise_errors and self.start_problems:
+            raise self.start_problems[0]
+
+    @property
+    def start_problems(self) -> list[HermesError]:
+        """:attr:`config_problems` without the selections that fall back to a built-in
+        (:data:`SELECTION_FALLBACKS`): what a non-strict start refuses."""
+        return [p for p in self.config_problems
+                if not (isinstance(p, UnknownPluginError) and p.kind in self.selection_fallbacks)]
 
     @property
     def config_problems(self) -> list[HermesError]:
@@ -261,7 +280,20 @@ class Kernel:
             if not setting:
                 raise ValueError(f"no config key selects a {kind}; pass its name")
             name = configured
+            if kind in self.selection_fallbacks and name not in registry:
+                name = configured = self._fall_back(kind, name)
         return registry.get(name, setting=setting if name == configured else "").build(self)
+
+    def _fall_back(self, kind: str, name: str) -> str:
+        """The built-in used for ``kind`` instead of the missing ``name``; the first use
+        per kernel prints one warning line."""
+        fallback = self.selection_fallbacks[kind]
+        if kind not in self._fallbacks_warned:
+            self._fallbacks_warned.add(kind)
+            print(f"hermes: warning: {SELECTION_KEYS[kind]} {name!r} is not installed; using the "
+                  f"built-in {fallback!r} (see `hermes plugins list`; --strict makes this an error)",
+                  file=sys.stderr)
+        return fallback
 
     def shared(self, kind: str, name: str | None = None) -> Any:
         """One instance per kernel of the named (or configured) component, built on first

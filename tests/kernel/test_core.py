@@ -83,8 +83,10 @@ def ours(kernel_factory):
 
 
 def test_unknown_engine_name_fails_at_start_listing_the_valid_ones(kernel_factory):
+    # strict: without it a missing engine falls back to the compressor (test_engine_fallback)
     with pytest.raises(hermes.UnknownPluginError) as info:
-        kernel_factory(config={"context": {"engine": "t-nope"}}, plugins=[Plugin()], check_selection=True)
+        kernel_factory(config={"context": {"engine": "t-nope"}}, plugins=[Plugin()], check_selection=True,
+                       strict=True)
     message = str(info.value)
     assert message.startswith("unknown context-engine 't-nope' (config `context.engine`). Choose one of: ")
     assert "t-keep" in message and "hermes plugins list" in message and "\n" not in message
