@@ -46,9 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/verbose": ("", "show tool arguments and results (again: hide them)"),
     "/quit": ("", "leave (also /exit, Ctrl-D, or Ctrl-C at an empty prompt)"),
 }
-KEYS = ("Keys: Enter sends · Esc-Enter or Ctrl-J adds a new line · Up/Down walk the history · "
-        "Tab completes /commands · Ctrl-C stops an answer, clears the line, or at an empty "
-        "prompt leaves")
+KEYS = ("Keys:\n"
+        "  Enter sends · Esc-Enter or Ctrl-J adds a new line · Up/Down walk the history\n"
+        "  Tab completes /commands · Ctrl-C stops an answer, clears the line, or at an empty\n"
+        "  prompt leaves · start a message with // to send a leading /")
 TITLE_PROMPT = ("Write a title of 2 to 6 words for the conversation below. Answer with the "
                 "title only: no quotes, no trailing period.")
 
