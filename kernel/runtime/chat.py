@@ -165,9 +165,14 @@ class Screen:
             self.line(text, dim=True, to=self.notices_out)
 
 
+#: Argument names that usually say what a call is about, tried before the others.
+_GIST_KEYS = ("query", "content", "text", "task", "path", "command", "url", "old_text", "name")
+
+
 def describe_args(args: dict[str, Any], limit: int = 48) -> str:
-    """The gist of a tool call's arguments: its first text argument, quoted."""
-    for value in args.values():
+    """The gist of a tool call's arguments: its telling text argument, quoted."""
+    ordered = [args[k] for k in _GIST_KEYS if k in args] + list(args.values())
+    for value in ordered:
         if isinstance(value, str) and value.strip():
             text = " ".join(value.split())
             return json.dumps(text[:limit] + ("…" if len(text) > limit else ""), ensure_ascii=False)
