@@ -162,8 +162,8 @@ def test_tool_call_shown_on_one_line_while_it_runs(term, fake_llm):
 
 def test_ctrl_c_stops_the_answer_keeps_it_and_the_chat_goes_on(term, fake_llm, tmp_path):
     t = term()
-    words = " ".join(f"w{i}" for i in range(400))
-    fake_llm.queue(Reply(text=words, chunk_delay=0.03))
+    words = " ".join(f"w{i}" for i in range(400))  # ~6 s of streaming: time to interrupt it
+    fake_llm.queue(Reply(text=words, chunk_delay=0.05))
     t.type("tell me a long story\r")
     t.expect(r"w20 ")
     t.type(CTRL_C)  # the terminal turns it into a real SIGINT for the process
@@ -181,7 +181,7 @@ def test_ctrl_c_stops_the_answer_keeps_it_and_the_chat_goes_on(term, fake_llm, t
     assert "echo: go on" in t.seen
 
     # a signal sent to the process (not typed) does the same
-    fake_llm.queue(Reply(text=words, chunk_delay=0.03))
+    fake_llm.queue(Reply(text=words, chunk_delay=0.05))
     t.type("again\r")
     t.expect(r"w20 ")
     t.child.kill(signal.SIGINT)
@@ -393,7 +393,11 @@ def test_background_memory_write_notice_once_on_its_own_line(term, fake_llm, tmp
     fake_llm.handler = handler
     t = term(config="memory:\n  nudge_interval: 1\n")
     t.say("I like green tea")
-    time.sleep(1.0)  # the review runs after the answer, while the prompt is shown
+    user_md = tmp_path / "memories" / "USER.md"
+    deadline = time.monotonic() + 30  # the review runs after the answer, while the prompt is shown
+    while not (user_md.exists() and "green tea" in user_md.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)  # its notice follows the write
     shown = plain(t.say("what do I like?"))
     notices = [ln for ln in shown.splitlines() if "memory updated" in ln]
     assert len(notices) == 1, shown
