@@ -178,7 +178,8 @@ def _provider_class(module: ModuleType) -> type[MemoryProvider] | None:
              if isinstance(obj, type) and issubclass(obj, MemoryProvider)
              and obj is not MemoryProvider and not inspect.isabstract(obj)]
     own = [cls for cls in found if cls.__module__.startswith(module.__name__)]
-    return (own or found or [None])[0]
+    candidates = own or found
+    return candidates[0] if candidates else None
 
 
 def _collect(module: ModuleType, name: str) -> MemoryProvider:

@@ -20,8 +20,9 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -402,7 +403,7 @@ class HermesPluginManager(pluggy.PluginManager):
         """Register the default plugins, given as ``(name, module path)`` pairs. A
         blocked default is not even imported."""
         for name, module_path in modules:
-            self.load_guarded(name, SOURCE_DEFAULT, lambda m=module_path: importlib.import_module(m),
+            self.load_guarded(name, SOURCE_DEFAULT, partial(importlib.import_module, module_path),
                               {"module": module_path})
 
     def load_entrypoints(self, group: str = ENTRY_POINT_GROUP, *, cache: Path | None = None) -> None:
@@ -423,7 +424,7 @@ class HermesPluginManager(pluggy.PluginManager):
             if path.name.startswith("_"):
                 continue
             self.load_guarded(path.stem, SOURCE_LOCAL,
-                              lambda p=path: _import_file(p, f"hermes_local_plugins.{p.stem}"),
+                              partial(_import_file, path, f"hermes_local_plugins.{path.stem}"),
                               {"path": str(path), "module": str(path)})
         from .hermes_compat import load_hermes_style_plugins  # Hermes-style <name>/ dirs
         load_hermes_style_plugins(self, directory)
@@ -495,8 +496,8 @@ class HermesPluginManager(pluggy.PluginManager):
         remove_monitor = self.add_monitor(trace)
 
         # Direct `pm.hook.<name>(...)` calls (by embedding code) are traced by pluggy.
-        def before(hook_name: str, impls: list, kwargs: dict) -> None:
-            trace(hook_name, [i.plugin_name for i in impls], kwargs)
+        def before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            trace(hook_name, [i.plugin_name for i in impls], dict(kwargs))
 
         undo_pluggy = self.add_hookcall_monitoring(before, lambda *_: None)
 

@@ -42,7 +42,8 @@ _MESSAGES = [
 def _schema_name(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return None
-    fn = schema.get("function") if isinstance(schema.get("function"), dict) else schema
+    function = schema.get("function")
+    fn = function if isinstance(function, dict) else schema
     name = fn.get("name")
     return name if isinstance(name, str) else None
 
