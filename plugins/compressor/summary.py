@@ -118,7 +118,8 @@ def _block(msg: Message, index: dict[str, tuple[str, Any]]) -> str:
     for call in msg.get("tool_calls") or ():
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        function = call.get("function")
+        fn = function if isinstance(function, dict) else call
         args = fn.get("arguments")
         args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
         args = hermes.redact_secrets(args or "")

@@ -73,7 +73,8 @@ def call_ids(msg: Message) -> list[str]:
 
 def call_name_args(call: dict[str, Any]) -> tuple[str, Any]:
     """``(name, arguments)`` of one tool call; arguments decoded from JSON when they can be."""
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call.get("function")
+    fn = function if isinstance(function, dict) else call
     name = str(fn.get("name") or "")
     args: Any = fn.get("arguments")
     if isinstance(args, str):
@@ -135,8 +136,8 @@ def classify(msg: Message) -> SummaryShape | None:
         if not first.startswith(hermes.SUMMARY_PREFIX):
             return None
         body, _ = _body_of_block(first)
-        rest = content[1:]
-        return SummaryShape("prepended", body, rest) if rest else SummaryShape("standalone", body)
+        parts = content[1:]
+        return SummaryShape("prepended", body, parts) if parts else SummaryShape("standalone", body)
     if not isinstance(content, str):
         return None
     if content.startswith(WRAP_OPEN):
