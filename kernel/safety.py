@@ -795,8 +795,8 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         keep(rule, span, excerpt, "text", "text", raw_span(span))
     lower = normalized.lower()
     for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
-        decoded_norm = normalize_for_scan(decoded)
         reverse = layer == "reversed"
+        decoded_norm = decoded if reverse else normalize_for_scan(decoded)  # reversed: normalised already
         for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
             if reverse:
                 length = len(decoded_norm)
