@@ -1,5 +1,6 @@
-"""CLI cold start: wall time of `hermes --version`, `hermes --help` and
-`hermes plugins list --json` beside a bare `python -c pass` in the same run.
+"""CLI cold start: wall time of `hermes --version`, `hermes --help` (with the entry-point
+discovery cache warm, and cold as right after an install) and `hermes plugins list --json`
+beside a bare `python -c pass` in the same run.
 
 Prints one JSON line per figure (median and min of N runs, interleaved round-robin so that
 machine load hits every command alike) and a last line comparing `hermes --help` with the
@@ -32,6 +33,9 @@ def commands(python: str, hermes: str) -> dict[str, list[str]]:
         "python -c 'import hermes'": [python, "-c", "import hermes"],
         "hermes --version": [hermes, "--version"],
         "hermes --help": [hermes, "--help"],
+        # The same with the entry-point cache removed before each run: what a start costs
+        # right after a plugin was installed or removed (importlib_metadata is asked).
+        "hermes --help (entry-point cache cold)": [hermes, "--help"],
         "hermes plugins list --json": [hermes, "plugins", "list", "--json"],
     }
 
@@ -60,8 +64,11 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in cmds}
         for cmd in cmds.values():  # warm the file cache and the .pyc files once
             subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        cache = Path(home) / "cache" / "entry-points.json"
         for _ in range(runs):
             for name, cmd in cmds.items():
+                if "cache cold" in name:
+                    cache.unlink(missing_ok=True)
                 start = time.perf_counter()
                 subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
                 times[name].append((time.perf_counter() - start) * 1000)
