@@ -193,6 +193,9 @@ class _StdoutRouter(io.TextIOBase):
     def fileno(self) -> int:
         return int(self.stream.fileno())
 
+    def __getattr__(self, name: str) -> Any:  # buffer, reconfigure, …: the real stream's
+        return getattr(self.stream, name)
+
 
 @contextlib.contextmanager
 def _capture_stdout() -> Iterator[io.StringIO]:

@@ -705,7 +705,13 @@ def _discover(cache: Path, site: Path) -> tuple[list[str], bool]:
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": str(site)}
-    out = subprocess.run([sys.executable, "-c", _DISCOVER, str(cache)], env=env,
+    # The working directory is on sys.path (''): an aged, empty one, so that nothing
+    # written elsewhere during the test makes the key "racy".
+    cwd = site.parent / "cwd"
+    if not cwd.exists():
+        cwd.mkdir()
+        _age(cwd)
+    out = subprocess.run([sys.executable, "-c", _DISCOVER, str(cache)], env=env, cwd=cwd,
                          capture_output=True, text=True, check=True).stdout
     names, imported = json.loads(out)
     return sorted(names), imported
@@ -738,6 +744,7 @@ def test_entry_point_cache_is_used_and_sees_installs_and_removals(tmp_path):
 
     new = make_distribution(site, "hermes-t-new", plugins={"t-new": "t_new"})
     _age(*new.iterdir(), new, site)
+    _age(site.parent / "cwd")
     assert "t-new" in _discover(cache, site)[0]
     shutil.rmtree(new)
     _age(site)
