@@ -40,7 +40,7 @@ MAX_TITLE_LENGTH = 100
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages, if
 #: more); a query with more matches lists the newest (see ``_run_stage``).
 RANK_LIMIT = 3000
-RANK_SHARE = 0.01
+RANK_SHARE = 0.005
 #: In a relaxed query, a term in at least this share of all messages (and in at least
 #: COMMON_MIN of them) is dropped when a rarer term is left.
 COMMON_SHARE = 0.01
@@ -1165,10 +1165,16 @@ class SQLiteSessionStore(hermes.SessionStore):
             if not newest:
                 return []
             if len(newest) >= limit:
-                by_recency = True
+                # The probe already walked the newest matches, filters applied: read those
+                # messages directly instead of matching the terms a second time.
                 mode = f"{stage.mode}-recent"
-                where.append(f"{table}.rowid >= ?")
-                params.append(newest[-1][0])
+                ids = [r[0] for r in newest[:count]]
+                rows = conn.execute(
+                    "SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, s.source, "
+                    "s.model, s.started_at AS session_started, s.title AS session_title, "
+                    "NULL AS snippet, 0.0 AS score FROM messages m JOIN sessions s ON s.id = m.session_id "
+                    f"WHERE m.id IN ({','.join('?' * len(ids))}) ORDER BY m.id DESC", ids).fetchall()
+                return self._hits(rows, stage, query, mode)
         if stage.match is not None and not stage.highlight:
             tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
             # The message's own text (column 0), or its tool call when it has no text;
@@ -1220,6 +1226,10 @@ class SQLiteSessionStore(hermes.SessionStore):
             f"FROM {table} {joins} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         )
         rows = conn.execute(sql, (*params, count)).fetchall()
+        return self._hits(rows, stage, query, mode)
+
+    @staticmethod
+    def _hits(rows: list[sqlite3.Row], stage: Stage, query: str, mode: str) -> list[hermes.SearchHit]:
         terms = stage.highlight or [t.text for t in parse(query).terms if not t.negated]
         hits: list[hermes.SearchHit] = []
         for r in rows:
