@@ -56,7 +56,7 @@ import html
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -577,7 +577,9 @@ def _hex(run: str) -> str | None:
 def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | None]]:
     """``(layer, decoded text, span of the encoded run)`` for what can be decoded."""
     budget = MAX_DECODED
-    for regex, decode, name in ((_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex")):
+    runs: tuple[tuple[re.Pattern[str], Callable[[str], str | None], str], ...] = (
+        (_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex"))
+    for regex, decode, name in runs:
         for m in regex.finditer(text):
             if budget <= 0:
                 break
@@ -590,17 +592,18 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
                 yield name, decoded, m.span()
     # Entities and percent-escapes are decoded in the stretches around them only (an
     # encoded order is found whole; a long page with one "&amp;" costs little).
-    for name, regex, decode, least in (("html", _ENTITY_RE, html.unescape, 1),
-                                       ("percent", _PERCENT_RE, urllib.parse.unquote, 4)):
+    escapes: tuple[tuple[str, re.Pattern[str], Callable[[str], str], int], ...] = (
+        ("html", _ENTITY_RE, html.unescape, 1), ("percent", _PERCENT_RE, urllib.parse.unquote, 4))
+    for name, regex, unescape, least in escapes:
         if (name == "html" and "&" not in text) or (name == "percent" and "%" not in text):
             continue
         hits = [m.span() for _, m in zip(range(4096), regex.finditer(text), strict=False)]
         if len(hits) < least:
             continue
         for lo, hi in _merge((max(0, a - 300), min(len(text), b + 300)) for a, b in hits)[:MAX_DECODED]:
-            decoded = decode(text[lo:hi])
-            if decoded != text[lo:hi]:
-                yield name, decoded, (lo, hi)
+            plain = unescape(text[lo:hi])
+            if plain != text[lo:hi]:
+                yield name, plain, (lo, hi)
 
 
 def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -649,7 +652,8 @@ def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int]]:
     positions: dict[str, list[int]] = {}
     for key in hits:
         word = _is_word(key)
-        needle, at = key.rstrip("\x00"), []
+        needle = key.rstrip("\x00")
+        at: list[int] = []
         i = lower.find(needle)
         while i >= 0 and len(at) < 256:
             j = i + len(needle)
@@ -798,6 +802,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         reverse = layer == "reversed"
         decoded_norm = decoded if reverse else normalize_for_scan(decoded)  # reversed: normalised already
         for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
+            where: tuple[int, int] | None
             if reverse:
                 length = len(decoded_norm)
                 where = raw_span((length - span[1], length - span[0]))
