@@ -35,10 +35,15 @@ How a text is scanned:
 4. Bounded decoding adds *layers* that are scanned too: base64 and hex runs that decode
    to readable text, HTML entities, percent-encoding, the text reversed, and ROT13 when
    the text mentions it. At most :data:`MAX_DECODED` runs, each at most 4 KB.
-5. A cheap prefilter (the words and substrings each rule lists under ``any``) decides
-   which rules' expressions run at all; every gap in a pattern is bounded, so no rule can
-   backtrack catastrophically (tests/kernel/test_safety.py runs each against adversarial
-   input under a hang guard).
+5. A cheap prefilter (the words and substrings each rule lists under ``any``/``also``,
+   looked up through an inverted index) decides which rules' expressions run at all; in
+   a text over 2 KB a rule is searched only within its ``reach`` of those words. The
+   expressions run lower-cased on lower-cased text (``re`` is several times slower with
+   IGNORECASE). Every gap in a pattern is bounded, so no rule can backtrack
+   catastrophically (tests/kernel/test_safety.py rejects nested unbounded repeats and runs
+   each rule against adversarial input under a hang guard).
+6. The weights of the distinct rules found add up to the score; weak hints count
+   together only within :data:`NEARBY` characters of each other.
 
 Each finding is a :class:`Threat` naming the rule (``id``, ``kind``), the matched text
 (``excerpt``), where it is (``span`` in the raw text, ``layer`` = ``text``, ``base64`` …)
