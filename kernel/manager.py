@@ -480,6 +480,7 @@ class HermesPluginManager(pluggy.PluginManager):
         if key not in self.hook_errors:
             log.warning("plugin %s raised in %s: %s (reported once; run with --trace for "
                         "the traceback)", plugin_name, hook_name, error)
+            log.debug("traceback of plugin %s in %s", plugin_name, hook_name, exc_info=exc)
         self.hook_errors[key] = error
         if self.switches.trace:
             import traceback
