@@ -115,7 +115,10 @@ def plan(
     protect_last_n: int,
     tokens: Callable[[Message], int] = message_tokens,
 ) -> Plan:
-    """Lay out one compaction of ``messages`` (see the module docstring)."""
+    """Lay out one compaction of ``messages`` (see the module docstring): the protected
+    head (:func:`_head_end`), the tail by token budget (:func:`_tail_cut`) never starting
+    on a tool result (:func:`_align_tail`), then a clean boundary at the newest user
+    message or reply when it fits (:func:`_anchor`)."""
     work, bodies, barrier = strip_summaries(messages)
     n = len(work)
     sizes: dict[int, int] = {}
@@ -128,14 +131,29 @@ def plan(
     def suffix(i: int) -> int:
         return sum(size(j) for j in range(i, n))
 
+    head_end = _head_end(work, protect_first_n if first_compaction and not bodies else 0)
+    floor = max(head_end, barrier)
+    cut = _tail_cut(n, floor, size, tail_budget, protect_last_n)
+    cut = _align_tail(work, cut, floor)
+    cut, pinned = _anchor(work, head_end, floor, cut, suffix, tail_budget * ANCHOR_CEILING)
+    return Plan(work, head_end, cut, pinned, "\n\n".join(bodies), len(bodies), sizes)
+
+
+def _head_end(work: list[Message], first: int) -> int:
+    """Where the protected head ends: the system message and ``first`` more messages,
+    aligned forward, never ending on a request (the head is a whole exchange)."""
+    n = len(work)
     head_start = 1 if n and work[0].get("role") == "system" else 0
-    first = protect_first_n if first_compaction and not bodies else 0
     head_end = align_forward(work, min(head_start + max(first, 0), n))
     while head_end > head_start and work[head_end - 1].get("role") == "user":
-        head_end -= 1  # the head is a whole exchange: never end it on a request
-    floor = max(head_end, barrier)
+        head_end -= 1
+    return head_end
 
-    # Tail by token budget, extended to protect_last_n within the soft ceiling.
+
+def _tail_cut(n: int, floor: int, size: Callable[[int], int], tail_budget: int,
+              protect_last_n: int) -> int:
+    """The first message of the tail chosen by token budget: at least ``MIN_TAIL``
+    messages, extended to ``protect_last_n`` within the soft ceiling."""
     available = n - floor
     max_tail = available if available <= MIN_TAIL else max(MIN_TAIL, available - 2)
     hard_min = min(MIN_TAIL, max_tail)
@@ -150,29 +168,35 @@ def plan(
         total += t
         count += 1
         cut -= 1
+    return cut
 
-    # The tail never starts with a tool result: take the whole group, or none of it.
-    if cut < n and work[cut].get("role") == "tool":
+
+def _align_tail(work: list[Message], cut: int, floor: int) -> int:
+    """The tail never starts with a tool result: take the whole group, or none of it."""
+    if cut < len(work) and work[cut].get("role") == "tool":
         owner = cut
         while owner > 0 and work[owner].get("role") == "tool":
             owner -= 1
         if owner >= floor and work[owner].get("role") == "assistant":
-            cut = owner
-        else:
-            cut = align_forward(work, cut)
+            return owner
+        return align_forward(work, cut)
+    return cut
 
-    ceiling = tail_budget * ANCHOR_CEILING
+
+def _anchor(work: list[Message], head_end: int, floor: int, cut: int,
+            suffix: Callable[[int], int], ceiling: float) -> tuple[int, int | None]:
+    """``(cut, pinned)``: move the cut back to the newest user message (a clean
+    boundary) when the tail from there fits ``ceiling``, else pin that message; then to
+    the newest assistant reply the same way."""
     pinned = None
     user = newest_user(work, head_end)
     if user is not None and user < cut:
         if user > floor and suffix(user) <= ceiling:
-            cut = user  # a user message is a clean boundary
+            cut = user
         else:
             pinned = user
     reply = newest_reply(work, head_end)
     if reply is not None and floor < reply < cut and (pinned is None or reply > pinned):
         if suffix(reply) <= ceiling:
-            cut = reply  # an assistant message is a clean boundary too
-
-    result = Plan(work, head_end, cut, pinned, "\n\n".join(bodies), len(bodies), sizes)
-    return result
+            cut = reply
+    return cut, pinned
