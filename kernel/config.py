@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
         "nudge_interval": 10,
         "prefetch_timeout": 8.0,
         "fence_note": None,
+        "history_max_bytes": 1 << 20,
     },
     "sessions": {"store": "sqlite"},
     "prompt": {
@@ -114,6 +115,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "memory.user_char_limit": (lambda v: v > 0, "a positive number of characters"),
     "memory.nudge_interval": (lambda v: v >= 0, "0 (off) or a positive number of turns"),
     "memory.prefetch_timeout": (lambda v: v > 0, "a positive number of seconds, e.g. 8"),
+    "memory.history_max_bytes": (lambda v: v >= 4096, "a number of bytes of at least 4096, e.g. 1048576"),
     "agent.max_iterations": (lambda v: v >= 1, "a positive number of model calls"),
     "agent.max_parallel_tools": (lambda v: 1 <= v <= 64, "a number from 1 to 64"),
     "prompt.context_file_max_chars": (lambda v: v >= 100, "at least 100 characters"),

@@ -609,7 +609,10 @@ class MemoryProvider(ABC):
         ``remove`` on ``memory`` or ``user``); refused writes and duplicate no-ops are
         never mirrored. ``metadata`` holds ``write_origin``, ``execution_context``,
         ``session_id``, ``platform``, ``tool_name``, ``old_text`` and
-        ``previous_content``. Older three-argument signatures are still called."""
+        ``previous_content``, and ``history`` (the change's record in the memory
+        history). ``hermes memory undo`` is mirrored too: its inverse action, with
+        ``metadata["undo_of"]`` naming the reverted change. Older three-argument
+        signatures are still called."""
 
     def get_config_schema(self) -> list[dict[str, Any]]:
         """Fields for setup: ``key``, ``description``, ``secret``, ``required``, ``default``,

@@ -135,17 +135,19 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
 
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Run the ``memory`` tool. ``on_commit`` (a keyword argument), when given, is
-        called with each committed action after the file is written."""
+        called with each committed action after the file is written. ``session_id`` and
+        ``origin`` (``tool``, ``review`` …) name the writer in the history."""
         on_commit: Callable[[Committed], None] | None = kwargs.get("on_commit")
         if tool_name != "memory":
             return json.dumps({"success": False, "error": f"builtin memory has no tool {tool_name!r}"})
-        outcome = self.run(args if isinstance(args, dict) else {})
+        outcome = self.run(args if isinstance(args, dict) else {},
+                           who=str(kwargs.get("session_id") or ""), origin=str(kwargs.get("origin") or "tool"))
         if on_commit is not None:
             for action in outcome.committed:
                 on_commit(action)
         return json.dumps(outcome.data, ensure_ascii=False)
 
-    def run(self, args: dict[str, Any]) -> Outcome:
+    def run(self, args: dict[str, Any], *, who: str = "", origin: str = "tool") -> Outcome:
         """Apply one ``memory`` tool call and count failures for the per-turn cap."""
         if not self.store.targets:
             return Outcome({"success": False, "error": NOT_AVAILABLE})
@@ -155,13 +157,13 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
             if not isinstance(operations, list):
                 outcome = Outcome({"success": False, "error": "'operations' must be a list of actions."})
             else:
-                outcome = self.store.apply(target, operations, batch=True)
+                outcome = self.store.apply(target, operations, batch=True, who=who, origin=origin)
         elif not args.get("action"):
             outcome = Outcome({"success": False,
                                "error": "Give 'action' (add, replace, remove) or 'operations'."})
         else:
             op = {k: args.get(k) for k in ("action", "content", "old_text")}
-            outcome = self.store.apply(target, [op])
+            outcome = self.store.apply(target, [op], who=who, origin=origin)
         with self._lock:
             if outcome.ok:
                 self._failures = 0

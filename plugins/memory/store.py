@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import hermes
+
+from .journal import DEFAULT_MAX_BYTES, Journal, invert, parse_when, record_time
 
 ENTRY_DELIMITER = "\n§\n"
 
@@ -49,6 +52,8 @@ _BOM = "\ufeff"
 _RULE = "═" * 46
 _BLOCKED_REF = re.compile(r"^blocked:([0-9a-f]{8})$")
 _PREVIEW = 80
+
+_log = logging.getLogger("hermes.memory")
 
 
 # -- format -------------------------------------------------------------------------------
@@ -177,6 +182,10 @@ class Committed:
     content: str = ""
     old_text: str | None = None
     previous_content: str | None = None
+    #: the entry's position (after an add or replace, before a remove)
+    index: int | None = None
+    #: the history record of this change (``memories/history.jsonl``), once journalled
+    record: dict[str, Any] | None = None
 
 
 @dataclass
@@ -220,8 +229,10 @@ class MemoryStore:
         memory_enabled: bool = True,
         user_enabled: bool = True,
         lock_timeout: float = 30.0,
+        history_max_bytes: int = DEFAULT_MAX_BYTES,
     ):
         self.directory = Path(directory)
+        self.journal = Journal(self.directory, max_bytes=history_max_bytes, lock_timeout=lock_timeout)
         self.limits = {"memory": int(memory_limit), "user": int(user_limit)}
         self.enabled = {"memory": bool(memory_enabled), "user": bool(user_enabled)}
         self.lock_timeout = lock_timeout
@@ -240,6 +251,7 @@ class MemoryStore:
             user_limit=int(config.get("memory.user_char_limit") or 1375),
             memory_enabled=bool(config.get("memory.memory_enabled")),
             user_enabled=bool(config.get("memory.user_profile_enabled")),
+            history_max_bytes=int(config.get("memory.history_max_bytes") or DEFAULT_MAX_BYTES),
         )
 
     # -- reading --------------------------------------------------------------------------
@@ -276,8 +288,10 @@ class MemoryStore:
 
     def load_snapshot(self) -> None:
         """Read both files and freeze their system-prompt blocks for this session.
-        Writes after this never change :meth:`snapshot_block`."""
+        Writes after this never change :meth:`snapshot_block`. A hand edit since the
+        last change is journalled first."""
         self.snapshot_errors = {}
+        self.sync_history(self.targets)
         for target in FILES:
             if not self.enabled[target]:
                 self._snapshot[target] = ""
@@ -350,9 +364,12 @@ class MemoryStore:
 
     # -- writing --------------------------------------------------------------------------
 
-    def apply(self, target: str, operations: list[dict[str, Any]], *, batch: bool = False) -> Outcome:
+    def apply(self, target: str, operations: list[dict[str, Any]], *, batch: bool = False,
+              who: str = "", origin: str = "", undo_of: int | None = None) -> Outcome:
         """Apply ``operations`` (``{"action", "content"?, "old_text"?}``) to ``target``,
-        all or nothing, and return the outcome. Never raises for bad input."""
+        all or nothing, and return the outcome. Never raises for bad input. Each committed
+        change is journalled with ``who`` (a session id, ``"cli"``, a client name) and
+        ``origin`` (``tool``, ``cli``, ``review``, ``undo`` …)."""
         if target not in FILES:
             return self._fail(f"Invalid target {target!r}. Use 'memory' or 'user'.")
         if not self.enabled[target]:
@@ -375,15 +392,17 @@ class MemoryStore:
         path = self.path(target)
         try:
             with hermes.file_lock(path, timeout=self.lock_timeout):
-                return self._apply_locked(target, ops, batch)
+                return self._apply_locked(target, ops, batch, who=who, origin=origin, undo_of=undo_of)
         except MemoryFileError as exc:
             return self._fail(f"{FILES[target]} is unreadable, so nothing was changed: {exc}",
                               unreadable=str(path))
         except (OSError, TimeoutError) as exc:
             return self._fail(f"Could not update {FILES[target]}: {exc}")
 
-    def _apply_locked(self, target: str, ops: list[dict[str, Any]], batch: bool) -> Outcome:
+    def _apply_locked(self, target: str, ops: list[dict[str, Any]], batch: bool, *, who: str = "",
+                      origin: str = "", undo_of: int | None = None) -> Outcome:
         raw = self.read_raw(target)
+        self._note_hand_edit(target, raw)
         pieces = split_entries(raw)
         limit = self.limits[target]
         if any(op["action"] != "add" for op in ops):
@@ -420,8 +439,10 @@ class MemoryStore:
             data = self._success(target, final, "Entry already exists (no duplicate added)."
                                  if all(op["action"] == "add" for op in ops) else "Nothing changed.")
             return Outcome(data, [])
-        hermes.atomic_write_text(self.path(target), join_entries(final))
+        text = join_entries(final)
+        hermes.atomic_write_text(self.path(target), text)
         self._live[target] = list(final)
+        self._journal(target, committed, text, who=who, origin=origin, undo_of=undo_of)
         data = self._success(target, final, self._message(ops, committed, batch))
         if batch:
             if replaced:
@@ -439,20 +460,27 @@ class MemoryStore:
             if op["content"] in work:
                 return  # an exact duplicate is a no-op, and nothing is mirrored
             work.append(op["content"])
-            committed.append(Committed("add", target, op["content"]))
+            committed.append(Committed("add", target, op["content"], index=len(work) - 1))
             return
         at = self._locate(target, work, op["old_text"])
         old = work[at]
         if action == "replace":
             if op["content"] == old:
                 return
+            if op["content"] in work:
+                # The new text is already another entry: the result is that entry alone,
+                # i.e. a removal, and it is reported (and journalled) as one.
+                del work[at]
+                removed[index] = old
+                committed.append(Committed("remove", target, "", op["old_text"], old, index=at))
+                return
             work[at] = op["content"]
             replaced[index] = old
-            committed.append(Committed("replace", target, op["content"], op["old_text"], old))
+            committed.append(Committed("replace", target, op["content"], op["old_text"], old, index=at))
         else:
             del work[at]
             removed[index] = old
-            committed.append(Committed("remove", target, "", op["old_text"], old))
+            committed.append(Committed("remove", target, "", op["old_text"], old, index=at))
 
     def _locate(self, target: str, entries: list[str], old_text: str) -> int:
         """The index of the entry ``old_text`` names: an exact whole entry wins, then a
@@ -472,6 +500,142 @@ class MemoryStore:
             raise _OpError(f"Multiple entries matched {preview(old_text)!r}. Be more specific.",
                            matches=[preview(self.sanitize(target, entries[i])) for i in matches])
         return matches[0]
+
+    # -- history ----------------------------------------------------------------------------
+
+    def _note_hand_edit(self, target: str, raw: str) -> None:
+        """Record a change nobody journalled (someone edited the file by hand, or a
+        journal append failed): the file differs from the text the journal last saw.
+        Called with the file's lock held."""
+        name = FILES[target]
+        try:
+            if not self.journal.path.exists():
+                self._baseline()
+            shadow = self.journal.shadow(name)
+            if shadow == raw:
+                return
+            # No shadow once the history has started: the file was absent, so empty.
+            if (shadow or "") != raw:
+                self.journal.append([{"target": target, "action": "edit", "old": shadow or "", "new": raw,
+                                      "index": None, "who": "outside-hermes", "origin": "hand-edit"}])
+            self.journal.set_shadow(name, raw)
+        except (OSError, TimeoutError) as exc:
+            _log.warning("memory history: could not record a hand edit of %s in %s: %s",
+                         name, self.journal.path, exc)
+
+    def _baseline(self) -> None:
+        """Before the first record: adopt the files as they are (memory that predates the
+        history is where replay stops, not an edit)."""
+        for target, name in FILES.items():
+            if self.journal.shadow(name) is None:
+                try:
+                    text = self.read_raw(target)
+                except MemoryFileError:
+                    continue
+                self.journal.set_shadow(name, text)
+
+    def _journal(self, target: str, committed: list[Committed], text: str, *, who: str, origin: str,
+                 undo_of: int | None) -> None:
+        """Append the records of ``committed`` (just written as ``text``). A failure is
+        logged, never raised: the memory write itself succeeded, and the next write
+        records the difference as an edit."""
+        records = []
+        for change in committed:
+            rec: dict[str, Any] = {
+                "target": target, "action": change.action,
+                "old": change.previous_content if change.action != "add" else None,
+                "new": change.content if change.action != "remove" else None,
+                "index": change.index, "who": who or "unknown", "origin": origin or "api",
+            }
+            if undo_of is not None:
+                rec["undo_of"] = undo_of
+            records.append(rec)
+        try:
+            if not self.journal.path.exists():
+                self._baseline()
+            done = self.journal.append(records)
+            self.journal.set_shadow(FILES[target], text)
+        except (OSError, TimeoutError) as exc:
+            _log.warning("memory history: could not append to %s: %s", self.journal.path, exc)
+            return
+        for change, rec in zip(committed, done, strict=True):
+            change.record = rec
+
+    def sync_history(self, targets: Iterable[str] | None = None) -> None:
+        """Record hand edits of ``targets`` (default: both) made since the last change.
+        An unreadable file is skipped (it is refused elsewhere, loudly)."""
+        for target in targets or FILES:
+            try:
+                with hermes.file_lock(self.path(target), timeout=self.lock_timeout):
+                    self._note_hand_edit(target, self.read_raw(target))
+            except (MemoryFileError, OSError, TimeoutError):
+                continue
+
+    def history(self, target: str | None = None) -> list[dict[str, Any]]:
+        """The journalled changes (of ``target``, or all), oldest first, hand edits
+        found up to now included."""
+        self.sync_history([target] if target else None)
+        return self.journal.records(target)
+
+    def state_at(self, target: str, when: str | Any) -> list[str]:
+        """The entries of ``target`` as they were at ``when`` (a datetime or an ISO
+        date), replayed backwards from the file through the journal. Raises
+        :class:`ValueError` (one line) for a bad date or one older than the history kept."""
+        at = parse_when(when) if isinstance(when, str) else when
+        with hermes.file_lock(self.path(target), timeout=self.lock_timeout):
+            raw = self.read_raw(target)
+            self._note_hand_edit(target, raw)
+            entries = parse_entries(raw)
+            everything = self.journal.records()
+        if everything and everything[0]["id"] > 1 and at < record_time(everything[0]):
+            raise ValueError(f"the history in {self.journal.path} starts at {everything[0]['time']} "
+                             "(older changes were dropped by memory.history_max_bytes); pick a "
+                             "later date")
+        for rec in reversed(everything):
+            if rec.get("target") != target:
+                continue
+            if record_time(rec) <= at:
+                break
+            entries = invert(entries, rec, parse_entries)
+        return entries
+
+    def undo(self, record_id: int | None = None, *, who: str = "cli", origin: str = "undo") -> Outcome:
+        """Revert one journalled change (the newest when ``record_id`` is ``None``) by
+        applying its inverse through :meth:`apply`, so the scanner, the budget and the
+        drift guard decide as for any write; the undo is journalled with ``undo_of``."""
+        self.sync_history()
+        records = self.journal.records()
+        if not records:
+            return self._fail(f"Nothing to undo: {self.journal.path} has no changes yet.")
+        rec = records[-1] if record_id is None else next((r for r in records if r["id"] == record_id), None)
+        if rec is None:
+            return self._fail(f"No change #{record_id} in {self.journal.path} (it may be older than "
+                              "the history kept). See `hermes memory log`.")
+        target, action = rec.get("target"), rec.get("action")
+        old, new = rec.get("old") or "", rec.get("new") or ""
+        if target not in FILES:
+            return self._fail(f"Change #{rec['id']} names an unknown target {target!r}.")
+        if action == "add":
+            ops = [{"action": "remove", "old_text": new}]
+        elif action == "remove":
+            ops = [{"action": "add", "content": old}]
+        elif action == "replace":
+            ops = [{"action": "replace", "old_text": new, "content": old}]
+        elif action == "edit":
+            before, after = parse_entries(old), parse_entries(new)
+            ops = ([{"action": "remove", "old_text": e} for e in after if e not in before]
+                   + [{"action": "add", "content": e} for e in before if e not in after])
+        else:
+            return self._fail(f"Change #{rec['id']} has an unknown action {action!r}.")
+        if not ops:
+            return self._fail(f"Change #{rec['id']} changed no entries; nothing to undo.")
+        outcome = self.apply(target, ops, batch=len(ops) > 1, who=who, origin=origin, undo_of=rec["id"])
+        if not outcome.ok:
+            outcome.data["error"] = f"Cannot undo change #{rec['id']}: {outcome.data['error']}"
+        else:
+            outcome.data["undone"] = rec["id"]
+            outcome.data["message"] = f"Undid change #{rec['id']} ({action} in {FILES[target]})."
+        return outcome
 
     # -- helpers --------------------------------------------------------------------------
 
