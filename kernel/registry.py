@@ -49,9 +49,9 @@ COMPONENT_KINDS: tuple[ComponentKind, ...] = (
     ComponentKind("context-engine", "context_engines", "hermes_register_context_engines",
                   "ContextEngine", "context.engine", "what happens when the context fills up"),
     ComponentKind("prompt-layer", "prompt_layers", "hermes_register_prompt_layers",
-                  "PromptLayer", "", "a part of the system prompt (all are used)"),
+                  "PromptLayer", "", "a part of the system prompt"),
     ComponentKind("tool", "tools", "hermes_register_tools", "Tool", "",
-                  "a tool the model may call (all available ones are offered)"),
+                  "a tool the model may call (when its availability check passes)"),
 )
 
 #: The kinds of registry, by the names the CLI uses (``hermes plugins select KIND``).

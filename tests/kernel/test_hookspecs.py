@@ -73,6 +73,11 @@ def test_every_component_kind_is_one_row_of_the_table():
             assert hermes.Config({}, home=ROOT).raw(kind.setting) is not None, kind.setting
     text = HOOKS_MD.read_text(encoding="utf-8")
     assert all(f"`{k.hook}(register)`" in text for k in COMPONENT_KINDS), "docs/hooks.md documents each kind"
+    rows = [line for line in text.splitlines() if line.startswith("| `") and "| `hermes_register_" in line]
+    expected = [f"| `{k.name}` | `{k.hook}` | `hermes.{k.contract}` | "
+                f"{'`' + k.setting + '`' if k.setting else 'all are used'} | {k.description} |"
+                for k in COMPONENT_KINDS]
+    assert rows == expected, "the kinds table in docs/hooks.md is COMPONENT_KINDS, row by row"
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
