@@ -201,6 +201,9 @@ class _StdoutRouter(io.TextIOBase):
 def _capture_stdout() -> Iterator[io.StringIO]:
     """Collect what the current thread prints to ``sys.stdout`` (``print``,
     ``click.echo``) into the yielded buffer; other threads print as usual."""
+    if sys.stdout is None:  # pythonw, a closed stream: nothing to keep clean
+        yield io.StringIO()
+        return
     router = sys.stdout if isinstance(sys.stdout, _StdoutRouter) else _StdoutRouter(sys.stdout)
     sys.stdout = router
     buffer = io.StringIO()

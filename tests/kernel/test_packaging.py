@@ -241,3 +241,27 @@ def test_retry_after_reads_every_header_form():
     assert 25 <= retry_after({"retry-after": date}) <= 30
     assert backoff_delay(0, 0.01, retry_after=2.0) == 2.0
     assert backoff_delay(30, 1.0) == 60.0 and backoff_delay(0, 1.0, cap=0.5) == 0.5
+
+
+def test_content_text_never_fails_and_keeps_every_text_part():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from hermes import content_text
+
+    scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+    json_like = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                             | st.dictionaries(st.sampled_from(["type", "text", "content", "x"]),
+                                               inner, max_size=4), max_leaves=20)
+    text_part = st.builds(lambda t: {"type": "text", "text": t}, st.text(min_size=1, max_size=20))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(text_part | json_like, max_size=6))
+    def check(parts):
+        out = content_text(parts)
+        assert isinstance(out, str)
+        for part in parts:
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                assert part["text"] in out
+
+    check()
