@@ -1,0 +1,953 @@
+"""The ``postgres`` session store: psycopg 3 with a connection pool.
+
+Concurrency model: no lock in the store. Each write is one transaction on a pooled
+connection; an append first updates its session's row (which serializes appends to ONE
+session, so their ids follow their order) and then inserts the message, so appends to
+different sessions run in parallel, from any number of processes and machines. A
+transaction the server aborts for a deadlock or a serialization failure is retried with
+jittered sleeps until ``write_timeout``. Reads never wait for writers (MVCC).
+
+Every connection of a store sets ``app.hermes_user`` / ``app.hermes_profile`` when the
+pool opens it; the database's row-level security then shows it only that user's rows
+(see :mod:`.schema`). The SQL below never names the user: isolation does not depend on
+this module getting a WHERE clause right.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import random
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import hermes
+
+from . import schema as pgschema
+from .search import (
+    PREV_CHARS,
+    Rendered,
+    day_words,
+    highlight_terms,
+    render,
+    substring_snippet,
+    word_snippet,
+    words,
+)
+
+log = logging.getLogger("hermes.postgres")
+T = TypeVar("T")
+
+MAX_TITLE_LENGTH = 100
+MAX_HOPS = 1000
+#: Ranked searches score at most this many matches (or RANK_SHARE of all messages);
+#: a query with more lists the newest matches instead (mode ``…-recent``).
+RANK_LIMIT = 3000
+RANK_SHARE = 0.01
+#: The CJK bigram stage looks at the newest this-many CJK messages.
+RECENT_CJK = 20_000
+_CONTEXT_CHARS = 200
+
+_INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+SESSION_COLUMNS = (
+    "id", "source", "user_id", "model", "model_config", "system_prompt",
+    "parent_session_id", "started_at", "ended_at", "end_reason", "last_active_at",
+    "message_count", "tool_call_count", "input_tokens", "output_tokens",
+    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "estimated_cost_usd",
+    "title", "cwd",
+)
+_SESSION_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLUMNS)
+_MESSAGE_COLUMNS = ("id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
+                    "token_count, finish_reason, reasoning")
+_SESSION_JOIN = ("JOIN sessions s ON s.hermes_user = m.hermes_user AND s.hermes_profile = m.hermes_profile "
+                 "AND s.id = m.session_id")
+
+
+def sanitize_title(title: str | None) -> str | None:
+    """Drop control and invisible characters, collapse whitespace; ``None`` when empty;
+    ``ValueError`` past :data:`MAX_TITLE_LENGTH` characters."""
+    if title is None:
+        return None
+    text = " ".join(_INVISIBLE_RE.sub("", _CONTROL_RE.sub("", str(title))).split())
+    if not text:
+        return None
+    if len(text) > MAX_TITLE_LENGTH:
+        raise ValueError(f"Title too long ({len(text)} characters); the limit is {MAX_TITLE_LENGTH}.")
+    return text
+
+
+def new_session_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(now or time.time()))
+    return f"{stamp}_{secrets.token_hex(3)}"
+
+
+def _text(value: Any) -> str | None:
+    """A string PostgreSQL stores: NUL dropped (text cannot hold it), lone surrogates as
+    U+FFFD, non-strings as ``str()``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = str(value)
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    if not value.isascii() and _SURROGATE_RE.search(value):
+        value = _SURROGATE_RE.sub("\ufffd", value)
+    return value
+
+
+def _encode_json(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _decode_json(value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _content_text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text") if part.get("type", "text") == "text" else None
+                parts.append(str(text) if text is not None else json.dumps(part, ensure_ascii=False))
+            else:
+                parts.append(str(part))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _tool_text(tool_calls: Any) -> str | None:
+    """The searchable text of tool calls: each call's function name and arguments."""
+    calls = _decode_json(tool_calls) if isinstance(tool_calls, str) else tool_calls
+    if not isinstance(calls, list):
+        return None
+    parts = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            parts.append(f"{fn.get('name') or ''} {args if isinstance(args, str) else _encode_json(args) or ''}")
+    return " ".join(parts) or None
+
+
+def mask_dsn(dsn: str) -> str:
+    """The DSN fit to print: its password replaced (URL or key=value form)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        params = conninfo_to_dict(dsn)
+        if "password" in params:
+            params["password"] = "****"
+            if "://" not in dsn:
+                return make_conninfo(**params)
+    except Exception:  # not parseable: the generic redaction still applies
+        pass
+    return str(hermes.redact_secrets(re.sub(r"(://[^:/@]+:)[^@]*@", r"\1****@", dsn)))
+
+
+def explain_connect_error(dsn: str, exc: BaseException) -> str:
+    """One line naming what is wrong with the server or the DSN and what to do."""
+    text = " ".join(str(exc).split())
+    where = mask_dsn(dsn)
+    if "password authentication failed" in text or "authentication failed" in text:
+        fix = "the user or password is wrong: fix plugins.postgres.dsn (or the variable it reads)"
+    elif "does not exist" in text and "database" in text:
+        fix = "the database does not exist: CREATE DATABASE it (see the hermes-postgres README)"
+    elif "role" in text and "does not exist" in text:
+        fix = "that role does not exist: CREATE ROLE it (see the hermes-postgres README)"
+    elif "No such file" in text or "Connection refused" in text or "could not connect" in text \
+            or "timeout" in text.lower() or "could not translate host" in text:
+        fix = "the server is not reachable: start PostgreSQL or correct host/port in plugins.postgres.dsn"
+    elif "invalid" in text and ("dsn" in text.lower() or "connection" in text or "conninfo" in text.lower()):
+        fix = "plugins.postgres.dsn is not a valid DSN (postgresql://user@host/db or 'host=… dbname=…')"
+    else:
+        fix = "check the server and plugins.postgres.dsn"
+    return f"cannot connect to PostgreSQL at {where}: {hermes.redact_secrets(text)} — {fix}"
+
+
+class PostgresSessionStore(hermes.SessionStore):
+    """The ``postgres`` session store.
+
+    ``PostgresSessionStore(dsn, *, user, profile="default", schema="hermes", pool_min=1,
+    pool_max=8, write_timeout=20.0, connect_timeout=10.0)``. ``user`` and ``profile`` say
+    whose history this store is: the database's row-level security shows it nothing
+    else. The schema is created or migrated on first use.
+    """
+
+    name = "postgres"
+
+    def __init__(self, dsn: str, *, user: str, profile: str = "default", schema: str = "hermes",
+                 pool_min: int = 1, pool_max: int = 8, write_timeout: float = 20.0,
+                 connect_timeout: float = 10.0):
+        if not dsn:
+            raise hermes.StoreError("plugins.postgres.dsn is not set: give the server's DSN "
+                                    "(postgresql://user@host/db, or {$env: HERMES_PG_DSN})")
+        if not schema_ok(schema):
+            raise hermes.StoreError(f"plugins.postgres.schema {schema!r} is not a plain lower-case SQL name")
+        if not user:
+            raise hermes.StoreError("the postgres store needs a user (plugins.postgres.user)")
+        self.dsn, self.user, self.profile, self.schema = dsn, str(user), str(profile), schema
+        self.write_timeout = float(write_timeout)
+        self._local = threading.local()
+        self._closed = False
+        self._probe(connect_timeout)
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self._pool = ConnectionPool(
+            dsn, min_size=max(0, int(pool_min)), max_size=max(1, int(pool_max)), open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": int(max(1, connect_timeout))},
+            configure=self._configure, timeout=max(self.write_timeout, 5.0), name=f"hermes-{self.user}")
+        self._pool.open()
+        try:
+            with self._pool.connection() as conn:
+                if pgschema.current_version(conn, self.schema) != pgschema.SCHEMA_VERSION:
+                    before, after = pgschema.migrate(conn, self.schema)
+                    if before != after:
+                        log.info("postgres schema %s: version %s -> %s", self.schema, before, after)
+        except RuntimeError as exc:
+            self.close()
+            raise hermes.StoreError(str(exc)) from exc
+        except Exception as exc:
+            self.close()
+            raise hermes.StoreError(f"cannot prepare the hermes schema in {mask_dsn(dsn)}: "
+                                    f"{' '.join(str(exc).split())} — the role needs CREATE on the database "
+                                    "(or run the README's setup SQL as an administrator)") from exc
+
+    def _probe(self, timeout: float) -> None:
+        """Connect once up front so that a wrong DSN or a down server is one clear
+        :class:`hermes.StoreError` instead of a pool retrying in the background."""
+        import psycopg
+
+        try:
+            psycopg.connect(self.dsn, connect_timeout=int(max(1, timeout))).close()
+        except (psycopg.Error, ValueError) as exc:
+            raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
+
+    def _configure(self, conn: Any) -> None:
+        conn.execute("SELECT set_config('app.hermes_user', %s, false), set_config('app.hermes_profile', %s, false), "
+                     "set_config('search_path', %s, false)", (self.user, self.profile, f"{self.schema}, public"))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
+
+    def __repr__(self) -> str:
+        return f"<PostgresSessionStore {mask_dsn(self.dsn)!r} user={self.user!r}>"
+
+    # -- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[Any]:
+        if self._closed:
+            raise hermes.StoreError("the postgres session store is closed")
+        batch = getattr(self._local, "batch", None)
+        if batch is not None:
+            yield batch
+            return
+        import psycopg_pool
+
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as exc:
+            raise hermes.StoreError(f"no connection to PostgreSQL at {mask_dsn(self.dsn)} within "
+                                    f"{self._pool.timeout:g}s (server down, or every pooled connection busy): "
+                                    "check the server, or raise plugins.postgres.pool_max") from exc
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        import psycopg
+
+        try:
+            with self._conn() as conn:
+                return fn(conn)
+        except psycopg.OperationalError as exc:
+            raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
+
+    def _write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(conn)`` in one transaction (a savepoint inside :meth:`batch`),
+        retrying deadlocks and serialization failures until ``write_timeout``."""
+        import psycopg
+        from psycopg import errors
+
+        started = time.monotonic()
+        while True:
+            try:
+                with self._conn() as conn, conn.transaction():
+                    return fn(conn)
+            except (errors.DeadlockDetected, errors.SerializationFailure, errors.LockNotAvailable) as exc:
+                if getattr(self._local, "batch", None) is not None:
+                    raise  # the batch's transaction is aborted: the batch fails as a whole
+                waited = time.monotonic() - started
+                if waited >= self.write_timeout:
+                    raise hermes.StoreError(f"PostgreSQL kept refusing the write for {waited:.1f}s ({exc}); "
+                                            "nothing was written. Try again, or raise "
+                                            "plugins.postgres.write_timeout.") from exc
+                time.sleep(random.uniform(0.002, 0.05))
+            except errors.UniqueViolation:
+                raise
+            except psycopg.OperationalError as exc:
+                raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """This thread's writes in one transaction on one connection (imports); reads in
+        the block see them. Nested batches join the outer one."""
+        if getattr(self._local, "batch", None) is not None:
+            yield
+            return
+        with self._conn() as conn, conn.transaction():
+            self._local.batch = conn
+            try:
+                yield
+            finally:
+                self._local.batch = None
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def create_session(self, session_id: str | None = None, *, source: str = "cli", model: str | None = None,
+                       model_config: dict | None = None, system_prompt: str | None = None,
+                       user_id: str | None = None, parent_session_id: str | None = None,
+                       cwd: str | None = None, started_at: float | None = None) -> str:
+        now = time.time() if started_at is None else float(started_at)
+        generated = session_id is None
+
+        def insert(conn: Any) -> str:
+            parent = parent_session_id
+            if parent is not None and conn.execute("SELECT 1 FROM sessions WHERE id = %s",
+                                                   (parent,)).fetchone() is None:
+                parent = None
+            for _ in range(20):
+                sid = new_session_id(now) if generated else _text(session_id) or ""
+                cur = conn.execute(
+                    "INSERT INTO sessions (id, source, user_id, model, model_config, system_prompt, "
+                    "parent_session_id, started_at, cwd) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (sid, _text(source) or "unknown", _text(user_id), _text(model),
+                     _text(_encode_json(model_config)), _text(system_prompt), parent, now, _text(cwd)))
+                if cur.rowcount or not generated:
+                    return sid
+            raise hermes.StoreError("could not generate a unique session id")
+
+        return self._write(insert)
+
+    @staticmethod
+    def _session_row(row: dict[str, Any] | None) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        out = dict(row)
+        out["model_config"] = _decode_json(out.get("model_config"))
+        return out
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        return self._session_row(self._read(lambda c: c.execute(
+            f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.id = %s", (session_id,)).fetchone()))
+
+    def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        self._write(lambda c: c.execute("UPDATE sessions SET system_prompt = %s WHERE id = %s",
+                                        (_text(system_prompt), session_id)))
+
+    def end_session(self, session_id: str, end_reason: str, *, ended_at: float | None = None) -> None:
+        when = time.time() if ended_at is None else float(ended_at)
+        self._write(lambda c: c.execute(
+            "UPDATE sessions SET ended_at = %s, end_reason = %s WHERE id = %s AND ended_at IS NULL",
+            (when, _text(end_reason), session_id)))
+
+    def reopen_session(self, session_id: str) -> None:
+        self._write(lambda c: c.execute(
+            "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = %s", (session_id,)))
+
+    def split_session(self, parent_id: str, messages: list[hermes.Message], *, end_reason: str = "compression",
+                      source: str = "cli", model: str | None = None, model_config: dict | None = None,
+                      title: str | None = None, cwd: str | None = None) -> str:
+        """End the parent, create the titled child and store its messages in ONE
+        transaction (fault point ``compaction-split`` before the commit)."""
+        now = time.time()
+        try:
+            clean = sanitize_title(title)
+        except ValueError:
+            clean = None
+        batch = list(messages)
+
+        def split(conn: Any) -> str:
+            conn.execute("UPDATE sessions SET ended_at = %s, end_reason = %s WHERE id = %s AND ended_at IS NULL",
+                         (now, _text(end_reason), parent_id))
+            known = conn.execute("SELECT 1 FROM sessions WHERE id = %s", (parent_id,)).fetchone()
+            for _ in range(20):
+                child = new_session_id(now)
+                if conn.execute(
+                        "INSERT INTO sessions (id, source, model, model_config, parent_session_id, started_at, cwd) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        (child, _text(source) or "unknown", _text(model), _text(_encode_json(model_config)),
+                         parent_id if known else None, now, _text(cwd))).rowcount:
+                    break
+            else:
+                raise hermes.StoreError("could not generate a unique session id")
+            if clean:
+                conn.execute("UPDATE sessions SET title = %s WHERE id = %s AND NOT EXISTS "
+                             "(SELECT 1 FROM sessions WHERE title = %s)", (clean, child, clean))
+            self._insert_messages(conn, child, batch)
+            hermes.fault_point("compaction-split")
+            return child
+
+        return self._write(split)
+
+    def list_sessions(self, *, source: str | None = None, exclude_sources: list[str] | None = None,
+                      limit: int = 20, offset: int = 0, roots_only: bool = True) -> list[dict[str, Any]]:
+        where, params = [], []
+        if roots_only:
+            where.append("s.parent_session_id IS NULL")
+        if source:
+            where.append("s.source = %s")
+            params.append(source)
+        if exclude_sources:
+            where.append("s.source <> ALL(%s)")
+            params.append(list(exclude_sources))
+        cond = " AND ".join(where) or "true"
+        limit, offset = max(0, int(limit)), max(0, int(offset))
+        if roots_only:
+            # Seeded from parentless sessions the walk cannot loop (one parent each).
+            sql = f"""
+                WITH RECURSIVE tree(root, id) AS (
+                    SELECT s.id, s.id FROM sessions s WHERE {cond}
+                    UNION ALL
+                    SELECT tree.root, c.id FROM sessions c JOIN tree ON c.parent_session_id = tree.id
+                )
+                SELECT tree.root AS root, max(coalesce(d.last_active_at, d.started_at)) AS last_active,
+                       count(*) AS lineage_size, sum(d.message_count) AS lineage_messages
+                FROM tree JOIN sessions d ON d.id = tree.id
+                GROUP BY tree.root ORDER BY last_active DESC, root DESC LIMIT %s OFFSET %s"""
+        else:
+            sql = f"""
+                SELECT s.id AS root, coalesce(s.last_active_at, s.started_at) AS last_active,
+                       1 AS lineage_size, s.message_count AS lineage_messages
+                FROM sessions s WHERE {cond} ORDER BY last_active DESC, s.id DESC LIMIT %s OFFSET %s"""
+
+        def query(conn: Any) -> list[dict[str, Any]]:
+            out = []
+            for head in conn.execute(sql, (*params, limit, offset)).fetchall():
+                row = self._session_row(conn.execute(
+                    f"SELECT {_SESSION_SELECT}, (SELECT content FROM messages m WHERE m.session_id = s.id "
+                    "AND m.role = 'user' AND m.content IS NOT NULL ORDER BY m.id LIMIT 1) AS first_user "
+                    "FROM sessions s WHERE s.id = %s", (head["root"],)).fetchone())
+                if row is None:
+                    continue
+                raw = " ".join(((row.pop("first_user") or "")[:64]).replace("\r", " ").split("\n"))
+                row.update(preview=raw[:60] + "..." if len(raw) > 60 else raw, last_active=head["last_active"],
+                           lineage_size=int(head["lineage_size"]),
+                           lineage_messages=int(head["lineage_messages"] or 0))
+                out.append(row)
+            return out
+
+        rows = self._read(query)
+        for row in rows:
+            row["tip_id"] = self.compression_tip(row["id"])
+        return rows
+
+    def resolve_session(self, ref: str) -> str | None:
+        ref = (ref or "").strip() if isinstance(ref, str) else ""
+        if not ref:
+            return None
+        ref = _text(ref) or ""
+
+        def find(conn: Any) -> str | None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (ref,)).fetchone():
+                return ref
+            title = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None
+            if title:
+                best: tuple[int, float, str] | None = None
+                base = _NUMBERED_RE.match(title)
+                base_title = base.group(1) if base else title
+                for row in conn.execute(
+                        "SELECT id, title, started_at FROM sessions WHERE title = %s OR left(title, %s) = %s",
+                        (title, len(base_title) + 2, base_title + " #")):
+                    m = _NUMBERED_RE.match(row["title"])
+                    if row["title"] != title and (base is not None or not (m and m.group(1) == base_title)):
+                        continue  # an explicit "name #3" resolves only to itself
+                    n = int(m.group(2)) if (m and m.group(1) == base_title) else 1
+                    key = (n, row["started_at"] or 0.0, row["id"])
+                    if best is None or key > best:
+                        best = key
+                if best is not None:
+                    return best[2]
+            rows = conn.execute("SELECT id FROM sessions WHERE left(id, %s) = %s LIMIT 2",
+                                (len(ref), ref)).fetchall()
+            return rows[0]["id"] if len(rows) == 1 else None
+
+        return self._read(find)
+
+    def set_title(self, session_id: str, title: str | None) -> str | None:
+        from psycopg import errors
+
+        clean = sanitize_title(title)
+
+        def update(conn: Any) -> str | None:
+            if clean is not None:
+                other = conn.execute("SELECT id FROM sessions WHERE title = %s AND id <> %s",
+                                     (clean, session_id)).fetchone()
+                if other is not None:
+                    raise ValueError(f"Title {clean!r} is already in use by session {other['id']}.")
+            conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (clean, session_id))
+            return clean
+
+        try:
+            return self._write(update)
+        except errors.UniqueViolation as exc:  # a concurrent writer took it first
+            raise ValueError(f"Title {clean!r} is already in use.") from exc
+
+    def next_title_in_lineage(self, title: str) -> str:
+        clean = sanitize_title(title) or ""
+        m = _NUMBERED_RE.match(clean)
+        base = m.group(1) if m else clean
+        if not base:
+            return clean
+        rows = self._read(lambda c: c.execute(
+            "SELECT title FROM sessions WHERE title = %s OR left(title, %s) = %s",
+            (base, len(base) + 2, base + " #")).fetchall())
+        top = 0
+        for row in rows:
+            if row["title"] == base:
+                top = max(top, 1)
+            elif (mm := _NUMBERED_RE.match(row["title"])) and mm.group(1) == base:
+                top = max(top, int(mm.group(2)))
+        return base if top == 0 else f"{base} #{top + 1}"
+
+    def lineage_root(self, session_id: str) -> str:
+        def walk(conn: Any) -> str:
+            current, seen = session_id, {session_id}
+            for _ in range(MAX_HOPS):
+                row = conn.execute("SELECT s.parent_session_id, (SELECT 1 FROM sessions p WHERE "
+                                   "p.id = s.parent_session_id) AS known FROM sessions s WHERE s.id = %s",
+                                   (current,)).fetchone()
+                parent = row["parent_session_id"] if row else None
+                if not parent or parent in seen or not row["known"]:
+                    return current
+                seen.add(parent)
+                current = parent
+            return current
+
+        return self._read(walk)
+
+    def compression_tip(self, session_id: str) -> str:
+        def walk(conn: Any) -> str:
+            current, seen = session_id, {session_id}
+            for _ in range(MAX_HOPS):
+                row = conn.execute("SELECT ended_at, end_reason FROM sessions WHERE id = %s", (current,)).fetchone()
+                if row is None or row["end_reason"] != "compression" or row["ended_at"] is None:
+                    return current
+                child = conn.execute(
+                    "SELECT id FROM sessions WHERE parent_session_id = %s AND started_at >= %s "
+                    "ORDER BY started_at DESC, id DESC LIMIT 1", (current, row["ended_at"])).fetchone()
+                if child is None or child["id"] in seen:
+                    return current
+                seen.add(child["id"])
+                current = child["id"]
+            return current
+
+        return self._read(walk)
+
+    def children(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._read(lambda c: c.execute(
+            f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.parent_session_id = %s "
+            "ORDER BY s.started_at, s.id", (session_id,)).fetchall())
+        return [r for r in (self._session_row(row) for row in rows) if r is not None]
+
+    def update_token_counts(self, session_id: str, *, input_tokens: int = 0, output_tokens: int = 0,
+                            cache_read_tokens: int = 0, cache_write_tokens: int = 0, reasoning_tokens: int = 0,
+                            estimated_cost_usd: float | None = None, model: str | None = None,
+                            absolute: bool = False) -> None:
+        counts = (int(input_tokens or 0), int(output_tokens or 0), int(cache_read_tokens or 0),
+                  int(cache_write_tokens or 0), int(reasoning_tokens or 0))
+        names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+        cost_value = None if estimated_cost_usd is None else float(estimated_cost_usd)
+        if absolute:
+            sets = [f"{n} = %s" for n in names]
+            cost = "estimated_cost_usd = coalesce(%s::float8, estimated_cost_usd)"
+            cost_params: tuple[Any, ...] = (cost_value,)
+        else:
+            sets = [f"{n} = {n} + %s" for n in names]
+            cost = ("estimated_cost_usd = CASE WHEN %s::float8 IS NULL THEN estimated_cost_usd "
+                    "ELSE coalesce(estimated_cost_usd, 0) + %s::float8 END")
+            cost_params = (cost_value, cost_value)
+        sql = f"UPDATE sessions SET {', '.join(sets)}, {cost}, model = coalesce(model, %s) WHERE id = %s"
+        self._write(lambda c: c.execute(sql, (*counts, *cost_params, _text(model), session_id)))
+
+    def delete_session(self, session_id: str) -> bool:
+        def delete(conn: Any) -> bool:
+            conn.execute("DELETE FROM meta WHERE key = %s", (f"import:{session_id}",))
+            return conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
+
+        return self._write(delete)
+
+    def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
+        cutoff = time.time() - float(older_than_days) * 86400.0
+        sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < %s"
+        params: list[Any] = [cutoff]
+        if source:
+            sql += " AND source = %s"
+            params.append(source)
+        ids = [r["id"] for r in self._read(lambda c: c.execute(sql, params).fetchall())]
+        return sum(1 for sid in ids if self.delete_session(sid))
+
+    # -- messages ------------------------------------------------------------------------
+
+    @staticmethod
+    def _message(m: dict[str, Any], now: float) -> dict[str, Any]:
+        """One message's columns, every one bindable (bad input cannot fail a write half
+        way): text as clean strings, numbers as numbers, anything unusable as ``None``."""
+        try:
+            when = float(m["timestamp"]) if m.get("timestamp") is not None else now
+            if math.isnan(when) or math.isinf(when):
+                when = now
+        except (TypeError, ValueError):
+            when = now
+        try:
+            tokens = int(m["token_count"]) if m.get("token_count") is not None else None
+        except (TypeError, ValueError):
+            tokens = None
+        role = _text(str(m.get("role") or "user")) or "user"
+        calls = m.get("tool_calls") or None
+        content = _text(_content_text(m.get("content")))
+        tool_name = _text(m.get("tool_name") or m.get("name"))
+        tool_text = _text(_tool_text(calls))
+        n_calls = 0
+        if role == "assistant" and calls:
+            decoded = _decode_json(calls) if isinstance(calls, str) else calls
+            n_calls = len(decoded) if isinstance(decoded, list) else 1
+        return {
+            "role": role, "content": content, "tool_call_id": _text(m.get("tool_call_id")),
+            "tool_calls": _text(_encode_json(calls)), "tool_name": tool_name, "tool_text": tool_text,
+            "timestamp": when, "token_count": tokens, "finish_reason": _text(m.get("finish_reason")),
+            "reasoning": _text(m.get("reasoning")), "n_calls": n_calls,
+            "cjk": hermes.has_cjk(content) or hermes.has_cjk(tool_text),
+            "own": words(" ".join(x for x in (content, tool_name, tool_text) if x)),
+        }
+
+    def _insert_messages(self, conn: Any, session_id: str, messages: list[dict[str, Any]]) -> list[int]:
+        """Insert messages into one session (created when missing) in the caller's
+        transaction. The session row is updated FIRST: its row lock orders concurrent
+        appends to one session, and appends to other sessions never wait."""
+        now = time.time()
+        rows = [self._message(m, now) for m in messages]
+        if not rows:
+            return []
+        sid = _text(session_id) or ""
+        conn.execute("INSERT INTO sessions (id, source, started_at) VALUES (%s, 'unknown', %s) "
+                     "ON CONFLICT DO NOTHING", (sid, min(r["timestamp"] for r in rows)))
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + %s, tool_call_count = tool_call_count + %s, "
+            "last_active_at = greatest(coalesce(last_active_at, 0), %s) WHERE id = %s",
+            (len(rows), sum(r["n_calls"] for r in rows), max(r["timestamp"] for r in rows), sid))
+        last = conn.execute("SELECT role, content FROM messages WHERE session_id = %s ORDER BY id DESC LIMIT 1",
+                            (sid,)).fetchone()
+        prev = last["content"] if last and last["role"] in ("user", "assistant") else None
+        params = []
+        for r in rows:
+            context = words(((prev or "")[:PREV_CHARS]) + " " + day_words(r["timestamp"]))
+            params.append((sid, r["role"], r["content"], r["tool_call_id"], r["tool_calls"], r["tool_name"],
+                           r["tool_text"], r["timestamp"], r["token_count"], r["finish_reason"], r["reasoning"],
+                           r["cjk"], r["own"], context))
+            prev = r["content"] if r["role"] in ("user", "assistant") else None
+        sql = ("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, tool_text, "
+               "timestamp, token_count, finish_reason, reasoning, cjk, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+               "%s, %s, %s, %s, %s, setweight(to_tsvector('hermes_words', %s), 'A') || "
+               "setweight(to_tsvector('hermes_words', %s), 'D')) RETURNING id")
+        if len(params) == 1:
+            return [conn.execute(sql, params[0]).fetchone()["id"]]
+        ids: list[int] = []
+        with conn.cursor() as cur:
+            cur.executemany(sql, params, returning=True)
+            while True:
+                ids.append(cur.fetchone()["id"])
+                if not cur.nextset():
+                    break
+        return ids
+
+    def append_message(self, session_id: str, role: str, content: str | None = None, *,
+                       tool_name: str | None = None, tool_calls: list[dict] | None = None,
+                       tool_call_id: str | None = None, token_count: int | None = None,
+                       finish_reason: str | None = None, reasoning: str | None = None,
+                       timestamp: float | None = None) -> int:
+        message = {"role": role, "content": content, "tool_name": tool_name, "tool_calls": tool_calls,
+                   "tool_call_id": tool_call_id, "token_count": token_count, "finish_reason": finish_reason,
+                   "reasoning": reasoning, "timestamp": timestamp}
+        return self._write(lambda c: self._insert_messages(c, session_id, [message]))[0]
+
+    #: Messages per transaction in :meth:`append_messages` (bounds a transaction's size).
+    BULK_BATCH = 5000
+
+    def append_messages(self, session_id: str, messages: list[hermes.Message]) -> list[int]:
+        ids: list[int] = []
+        batch = list(messages)
+        for start in range(0, len(batch), self.BULK_BATCH):
+            chunk = batch[start:start + self.BULK_BATCH]
+            ids += self._write(lambda c, chunk=chunk: self._insert_messages(c, session_id, chunk))
+        return ids
+
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._read(lambda c: c.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s ORDER BY id", (session_id,)).fetchall())
+        out = []
+        for row in rows:
+            row = dict(row)
+            row["tool_calls"] = _decode_json(row.get("tool_calls"))
+            out.append(row)
+        return out
+
+    def iter_session_ids(self) -> Iterable[str]:
+        """Every session id, oldest first (for ``export --all``)."""
+        rows = self._read(lambda c: c.execute("SELECT id FROM sessions ORDER BY started_at, id").fetchall())
+        return [r["id"] for r in rows]
+
+    def count_messages(self) -> int:
+        """How many messages this user has (for progress bars)."""
+        return int(self._read(lambda c: c.execute("SELECT count(*) AS n FROM messages").fetchone()["n"]))
+
+    # -- search --------------------------------------------------------------------------
+
+    def search_messages(self, query: str, *, source_filter: list[str] | None = None,
+                        exclude_sources: list[str] | None = None, role_filter: list[str] | None = None,
+                        session_id: str | None = None, since: float | None = None, until: float | None = None,
+                        limit: int = 20, offset: int = 0, fallback: bool = True) -> list[hermes.SearchHit]:
+        try:
+            return self._search(query, limit=limit, offset=offset, fallback=fallback, source_filter=source_filter,
+                                exclude_sources=exclude_sources, role_filter=role_filter, session_id=session_id,
+                                since=since, until=until)
+        except Exception as exc:  # the contract: any input, never raises
+            log.warning("session search for %r failed: %s", str(query)[:200], exc)
+            return []
+
+    def _search(self, query: Any, *, limit: Any, offset: Any, fallback: bool, **filters: Any) -> list[hermes.SearchHit]:
+        try:
+            limit, offset = max(0, int(limit)), max(0, int(offset))
+        except (TypeError, ValueError):
+            limit, offset = 20, 0
+        if not isinstance(query, str) or not query.strip() or limit == 0:
+            return []
+        query = _text(query) or ""
+        stages = [r for s in hermes.plan_search(query, fallback=fallback)
+                  if (r := render(s, pgschema.OWN_TEXT)) is not None]
+        if not stages:
+            return []
+        filter_sql, filter_params = _filters(**filters)
+        need = offset + limit
+
+        def run(conn: Any) -> list[hermes.SearchHit]:
+            hits: list[hermes.SearchHit] = []
+            for number, stage in enumerate(stages):
+                if (number and len(hits) >= hermes.RELAX_BELOW) or len(hits) >= need:
+                    break
+                hits += self._run_stage(conn, stage, filter_sql, filter_params, need - len(hits),
+                                        [h["id"] for h in hits])
+            page = hits[offset:need]
+            for hit in page:
+                self._decorate(conn, hit)
+            return page
+
+        return self._read(run)
+
+    @staticmethod
+    def _decorate(conn: Any, hit: dict[str, Any]) -> None:
+        """Context (one message before and after), position in the session, and the
+        called tool of a nameless tool result."""
+        rows = conn.execute(
+            "(SELECT id, role, content FROM messages WHERE session_id = %s AND id < %s ORDER BY id DESC LIMIT 1) "
+            "UNION ALL (SELECT id, role, content FROM messages WHERE session_id = %s AND id > %s ORDER BY id LIMIT 1)",
+            (hit["session_id"], hit["id"], hit["session_id"], hit["id"])).fetchall()
+        hit["context"] = [{"id": r["id"], "role": r["role"], "content": (r["content"] or "")[:_CONTEXT_CHARS]}
+                          for r in sorted(rows, key=lambda r: r["id"])]
+        hit["position"] = conn.execute("SELECT count(*) AS n FROM messages WHERE session_id = %s AND id <= %s",
+                                       (hit["session_id"], hit["id"])).fetchone()["n"]
+        if hit["role"] == "tool" and not hit.get("tool_name"):
+            me = conn.execute("SELECT tool_call_id FROM messages WHERE id = %s", (hit["id"],)).fetchone()
+            for row in conn.execute(
+                    "SELECT tool_calls FROM messages WHERE session_id = %s AND id < %s AND role = 'assistant' "
+                    "AND tool_calls IS NOT NULL ORDER BY id DESC LIMIT 50", (hit["session_id"], hit["id"])):
+                calls = _decode_json(row["tool_calls"])
+                for call in calls if isinstance(calls, list) else []:
+                    if isinstance(call, dict) and me and call.get("id") == me["tool_call_id"]:
+                        hit["tool_name"] = (call.get("function") or {}).get("name")
+                        return
+
+    @staticmethod
+    def _rank_limit(conn: Any) -> int:
+        total = conn.execute("SELECT count(*) AS n FROM messages").fetchone()["n"]
+        return max(RANK_LIMIT, int(total * RANK_SHARE))
+
+    def _run_stage(self, conn: Any, stage: Rendered, filter_sql: str, filter_params: list[Any], count: int,
+                   exclude: list[int]) -> list[hermes.SearchHit]:
+        where, params = [], []
+        mode = stage.mode
+        if stage.cjk:
+            where.append("m.cjk")
+        if stage.tsquery is not None:
+            where.append("m.tsv @@ to_tsquery('hermes_words', %s)")
+            params.append(stage.tsquery)
+        if stage.where:
+            where.append(stage.where)
+            params += stage.params
+        if filter_sql:
+            where.append(filter_sql)
+            params += filter_params
+        if exclude:
+            where.append("m.id <> ALL(%s)")
+            params.append(exclude)
+        rank = stage.rank
+        if rank == "ts":
+            # ts_rank reads every match's vector: past rank_limit matches (every term very
+            # common) list the newest instead, and say so in the mode.
+            cap = self._rank_limit(conn)
+            n = conn.execute(f"SELECT count(*) AS n FROM (SELECT 1 FROM messages m {_SESSION_JOIN} "
+                             f"WHERE {' AND '.join(where)} LIMIT %s) x", (*params, cap)).fetchone()["n"]
+            if n == 0:
+                return []
+            if n >= cap:
+                rank, mode = "", f"{stage.mode}-recent"
+        extra_select, extra_params = "0.0", []
+        if rank == "ts":
+            extra_select = "-ts_rank(m.tsv, to_tsquery('hermes_words', %s), 1)"
+            extra_params = [stage.tsquery]
+            order = "score, m.id DESC"
+        elif rank == "count":
+            positives = stage.highlight or [""]
+            occurrences = " + ".join(f"(length({pgschema.OWN_TEXT}) - length(replace(lower({pgschema.OWN_TEXT}), "
+                                     "lower(%s), ''))) / greatest(length(%s), 1)" for _ in positives)
+            extra_select = f"-({occurrences})::float8 / ln(length({pgschema.OWN_TEXT}) + 2)"
+            extra_params = [v for t in positives for v in (t, t)]
+            order = "score, m.id DESC"
+        elif rank == "grams":
+            weights, total = self._gram_weights(conn, stage.grams)
+            if total > RECENT_CJK:
+                mode = f"{stage.mode}-recent"
+                where.append("m.id >= (SELECT id FROM messages WHERE cjk ORDER BY id DESC OFFSET %s LIMIT 1)")
+                params.append(RECENT_CJK)
+            gram_sql = " + ".join(f"(strpos({pgschema.OWN_TEXT}, %s) > 0)::int * %s" for _ in stage.grams)
+            extra_select = f"-({gram_sql})"
+            extra_params = [v for g, w in zip(stage.grams, weights, strict=True) for v in (g, w)]
+            where.append("(" + " OR ".join(f"strpos({pgschema.OWN_TEXT}, %s) > 0" for _ in stage.grams) + ")")
+            params += list(stage.grams)
+            for neg in stage.negatives:
+                where.append(f"strpos({pgschema.OWN_TEXT}, %s) = 0")
+                params.append(neg)
+            order = f"score, length({pgschema.OWN_TEXT}), m.id DESC"
+        else:
+            order = "m.id DESC"
+        sql = (f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, m.tool_text, s.source, "
+               f"s.model, s.started_at AS session_started, s.title AS session_title, {extra_select} AS score "
+               f"FROM messages m {_SESSION_JOIN} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s")
+        rows = conn.execute(sql, (*extra_params, *params, count)).fetchall()
+        hits: list[hermes.SearchHit] = []
+        exact, prefixes = highlight_terms(stage.stage) if stage.tsquery is not None else ([], [])
+        for r in rows:
+            text = r["content"] or r["tool_text"] or r["tool_name"] or ""
+            if stage.tsquery is not None:
+                snippet = word_snippet(text, exact, prefixes)
+            else:
+                snippet = substring_snippet(text, stage.highlight)
+            hits.append({
+                "id": r["id"], "session_id": r["session_id"], "role": r["role"], "snippet": snippet,
+                "timestamp": r["timestamp"], "tool_name": r["tool_name"], "source": r["source"],
+                "model": r["model"], "session_started": r["session_started"], "session_title": r["session_title"],
+                "context": [], "mode": mode, "score": float(r["score"] or 0.0),
+            })
+        return hits
+
+    @staticmethod
+    def _gram_weights(conn: Any, grams: list[str]) -> tuple[list[float], int]:
+        """Each bigram's inverse document frequency among the newest RECENT_CJK CJK
+        messages (one scan), and how many CJK messages there are."""
+        counts = ", ".join(f"count(*) FILTER (WHERE strpos({pgschema.OWN_TEXT}, %s) > 0) AS g{i}"
+                           for i in range(len(grams)))
+        row = conn.execute(f"SELECT count(*) AS total, {counts} FROM (SELECT * FROM messages WHERE cjk "
+                           "ORDER BY id DESC LIMIT %s) m", (*grams, RECENT_CJK)).fetchone()
+        sample = row["total"]
+        weights = [math.log(1.0 + (sample - row[f"g{i}"] + 0.5) / (row[f"g{i}"] + 0.5)) for i in range(len(grams))]
+        total = sample if sample < RECENT_CJK else conn.execute(
+            "SELECT count(*) AS n FROM messages WHERE cjk").fetchone()["n"]
+        return weights, total
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._read(lambda c: c.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone())
+        return row["value"] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._write(lambda c: c.execute("DELETE FROM meta WHERE key = %s", (key,)))
+        else:
+            self._write(lambda c: c.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (hermes_user, hermes_profile, key) "
+                "DO UPDATE SET value = excluded.value", (_text(key), _text(value))))
+
+    def status(self) -> dict[str, Any]:
+        """Server version, schema version, role flags and this user's row counts (for
+        ``hermes doctor``)."""
+        def query(conn: Any) -> dict[str, Any]:
+            row = conn.execute(
+                "SELECT current_setting('server_version') AS server, current_user AS role, "
+                "r.rolsuper AS superuser, r.rolbypassrls AS bypassrls, "
+                "(SELECT count(*) FROM sessions) AS sessions, (SELECT count(*) FROM messages) AS messages "
+                "FROM pg_roles r WHERE r.rolname = current_user").fetchone()
+            out = dict(row)
+            out["schema_version"] = pgschema.current_version(conn, self.schema)
+            return out
+
+        return self._read(query)
+
+
+def schema_ok(name: str) -> bool:
+    return bool(pgschema.IDENT_RE.match(name or ""))
+
+
+def _filters(*, source_filter: Any = None, exclude_sources: Any = None, role_filter: Any = None,
+             session_id: Any = None, since: Any = None, until: Any = None) -> tuple[str, list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+
+    def as_list(value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return [str(v) for v in value]
+
+    for column, values, negate in (("s.source", as_list(source_filter), False),
+                                   ("s.source", as_list(exclude_sources), True),
+                                   ("m.role", as_list(role_filter), False)):
+        if values:
+            where.append(f"{column} <> ALL(%s)" if negate else f"{column} = ANY(%s)")
+            params.append(values)
+    if session_id:
+        where.append("m.session_id = %s")
+        params.append(str(session_id))
+    if since is not None:
+        where.append("m.timestamp >= %s")
+        params.append(float(since))
+    if until is not None:
+        where.append("m.timestamp <= %s")
+        params.append(float(until))
+    return " AND ".join(where), params
