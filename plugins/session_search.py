@@ -322,6 +322,13 @@ def _run(args: dict[str, Any], ctx: hermes.ToolContext) -> dict[str, Any]:
         return _read_session(store, target, args.get("around_message_id"), window)
     if not query:
         return _recent(store, limit, current, current_root, settings["hidden"])
+    return _discover(kernel, store, args, query, target, limit, window, current, current_root, settings)
+
+
+def _discover(kernel: Any, store: Any, args: dict[str, Any], query: str, target: str, limit: int,
+              window: int, current: str, current_root: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """discover: the best conversations for ``query`` (the live one's lineage left out),
+    each with its best hit in context and its bookends; summaries only when asked."""
     try:
         since, until = _day(args.get("since")), _day(args.get("until"), end=True)
     except ValueError as exc:
@@ -361,28 +368,31 @@ def _run(args: dict[str, Any], ctx: hermes.ToolContext) -> dict[str, Any]:
                 for root, root_hits in chosen]
         summaries = _summarize_all(kernel, query, store, jobs, settings)
 
-    results = []
-    for (root, root_hits), summary in zip(chosen, summaries, strict=True):
-        best = root_hits[0]
-        matched = best["session_id"]
-        meta = store.get_session(root) or store.get_session(matched) or {}
-        messages = conversations[root]
-        entry: dict[str, Any] = {
-            "session_id": root, "matched_session_id": matched, "title": meta.get("title"),
-            "when": format_when(meta.get("started_at")), "source": meta.get("source"),
-            "model": meta.get("model"), "mode": best.get("mode"),
-            "match_message_id": best["id"], "snippet": best.get("snippet", ""),
-            "window": _window(messages, best["id"], window),
-            "bookends": _bookends(messages),
-            "other_matches": [h["id"] for h in root_hits[1:5]],
-            "summarized": summary is not None,
-        }
-        entry["summary"] = summary if summary is not None else RAW_PREFIX + "\n" + "\n".join(
-            f"[{h['role'].upper()} {format_when(h.get('timestamp'))}] {h['snippet']}" for h in root_hits[:5])
-        results.append(entry)
+    results = [_entry(store, root, root_hits, conversations[root], window, summary)
+               for (root, root_hits), summary in zip(chosen, summaries, strict=True)]
     return {"success": True, "query": query, "results": results, "count": len(results),
             "sessions_searched": len(groups),
             "message": "Scroll with session_id + around_message_id + window; read a whole one with session_id."}
+
+
+def _entry(store: Any, root: str, root_hits: list[dict[str, Any]], messages: list[dict[str, Any]],
+           window: int, summary: str | None) -> dict[str, Any]:
+    """One conversation found by discover."""
+    best = root_hits[0]
+    matched = best["session_id"]
+    meta = store.get_session(root) or store.get_session(matched) or {}
+    return {
+        "session_id": root, "matched_session_id": matched, "title": meta.get("title"),
+        "when": format_when(meta.get("started_at")), "source": meta.get("source"),
+        "model": meta.get("model"), "mode": best.get("mode"),
+        "match_message_id": best["id"], "snippet": best.get("snippet", ""),
+        "window": _window(messages, best["id"], window),
+        "bookends": _bookends(messages),
+        "other_matches": [h["id"] for h in root_hits[1:5]],
+        "summarized": summary is not None,
+        "summary": summary if summary is not None else RAW_PREFIX + "\n" + "\n".join(
+            f"[{h['role'].upper()} {format_when(h.get('timestamp'))}] {h['snippet']}" for h in root_hits[:5]),
+    }
 
 
 def _read_session(store: Any, ref: str, around: Any, window: int) -> dict[str, Any]:

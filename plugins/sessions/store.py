@@ -1134,21 +1134,8 @@ class SQLiteSessionStore(hermes.SessionStore):
         stage = self._drop_common_terms(conn, stage, seen)
         if stage.pairs and stage.match is None:
             stage = self._narrow_pairs(conn, stage)
-        where, params = [], []
-        if stage.match is not None:
-            where.append(f"{table} MATCH ?")
-            params.append(stage.match)
-        if stage.where:
-            where.append(stage.where)
-            params += stage.params
-        if filter_sql:
-            where.append(filter_sql)
-            params += filter_params
-        if exclude:
-            where.append(f"m.id NOT IN ({','.join('?' * len(exclude))})")
-            params += exclude
-        joins = (f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id")
-        by_recency = stage.match is None or not stage.ranked
+        where, params = _stage_where(stage, table, filter_sql, filter_params, exclude)
+        joins = f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id"
         mode = stage.mode
         if stage.match is not None and stage.ranked:
             # BM25 scores every match (and counts every message holding each term): a
@@ -1157,76 +1144,65 @@ class SQLiteSessionStore(hermes.SessionStore):
             # so count at most rank_limit of them that way: fewer, and they are ranked by
             # relevance; more (every term is very common), and the newest matches are
             # listed instead — the hits' mode says so ("strict-recent").
-            probe_joins = joins if (filter_sql or exclude) else ""
             limit = self._rank_limit(conn)
             newest = conn.execute(
-                f"SELECT {table}.rowid FROM {table} {probe_joins} WHERE {' AND '.join(where)} "
-                f"ORDER BY {table}.rowid DESC LIMIT ?", (*params, limit)).fetchall()
+                f"SELECT {table}.rowid FROM {table} {joins if (filter_sql or exclude) else ''} "
+                f"WHERE {' AND '.join(where)} ORDER BY {table}.rowid DESC LIMIT ?", (*params, limit)).fetchall()
             if not newest:
                 return []
             if len(newest) >= limit:
                 # The probe already walked the newest matches, filters applied: read those
                 # messages directly instead of matching the terms a second time.
-                mode = f"{stage.mode}-recent"
-                ids = [r[0] for r in newest[:count]]
-                rows = conn.execute(
-                    "SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, s.source, "
-                    "s.model, s.started_at AS session_started, s.title AS session_title, "
-                    "NULL AS snippet, 0.0 AS score FROM messages m JOIN sessions s ON s.id = m.session_id "
-                    f"WHERE m.id IN ({','.join('?' * len(ids))}) ORDER BY m.id DESC", ids).fetchall()
-                return self._hits(rows, stage, query, mode)
-        if stage.match is not None and not stage.highlight:
-            tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
-            # The message's own text (column 0), or its tool call when it has no text;
-            # never the index-only columns (the previous message, the date).
-            snippet = (f"CASE WHEN coalesce(m.content, '') = '' THEN "
-                       f"snippet({table}, 2, '>>>', '<<<', '...', {tokens}) "
-                       f"ELSE snippet({table}, 0, '>>>', '<<<', '...', {tokens}) END")
-        else:
-            snippet = "NULL"
+                return self._hits(_rows_by_id(conn, [r[0] for r in newest[:count]]), stage, query,
+                                  f"{stage.mode}-recent")
         if stage.combine == "grams":
-            # CJK bigrams: rank the CJK messages by the distinct bigrams of the question
-            # they contain, each weighted by its rarity (a scan of the CJK table, which
-            # holds only them). A bigram in the previous message counts for less (the
-            # question may use the words of the turn before the answer).
-            prev_weight = schema.PREV_WEIGHT if stage.context else 0.0
-            weights, trigrams = self._gram_stats(conn, stage.grams)
-            counts = " + ".join(f"((instr({table}.content, ?) > 0) + {prev_weight} * "
-                                f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in stage.grams)
-            score = f"({counts})"
-            order = f"score DESC, length({table}.content), {table}.rowid DESC"
-            # Scan only the messages holding one of the bigrams rare enough to list (their
-            # trigrams, OR-ed): a message with only common bigrams would rank low anyway.
-            # When every bigram is common, scan them all.
-            narrow: list[str] = []
-            for _, listed in sorted(zip(weights, trigrams, strict=True), key=lambda x: -x[0]):
-                if listed is not None and len(narrow) + len(listed) <= MAX_GRAM_TRIGRAMS:
-                    narrow += listed  # rarest bigrams first, while the OR stays small
-            match = []
-            if narrow:
-                match = ["{content prev} : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in narrow) + ")"]
-            else:  # only common bigrams: look at the newest CJK messages, and say so
-                mode = f"{stage.mode}-recent"
-                where.append(f"{table}.rowid >= coalesce((SELECT rowid FROM {table} ORDER BY rowid DESC "
-                             f"LIMIT 1 OFFSET {RECENT_CJK}), 0)")
-            where[:0] = ["score >= ?"] + ([f"{table} MATCH ?"] if match else [])
-            params = [*(v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)),
-                      min(weights), *match, *params]
-            for term in stage.negatives:
-                where.append(f"instr({table}.content, ?) = 0")
-                params.append(term.text)
-        elif by_recency:  # newest first: the index walks its rows in that order and stops early
+            score, order, where, params, mode = self._grams_ranking(conn, stage, table, where, params)
+        elif stage.match is None or not stage.ranked:
+            # newest first: the index walks its rows in that order and stops early
             score, order = "0.0", f"{table}.rowid DESC"
         else:
             score = order = f"{table}.rank"
         sql = (
             f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, "
             f"s.source, s.model, s.started_at AS session_started, s.title AS session_title, "
-            f"{snippet} AS snippet, {score} AS score "
+            f"{_snippet_sql(stage, table)} AS snippet, {score} AS score "
             f"FROM {table} {joins} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         )
         rows = conn.execute(sql, (*params, count)).fetchall()
         return self._hits(rows, stage, query, mode)
+
+    def _grams_ranking(self, conn: sqlite3.Connection, stage: Stage, table: str, where: list[str],
+                       params: list[Any]) -> tuple[str, str, list[str], list[Any], str]:
+        """Score, order, conditions, parameters and mode of the CJK bigram stage: the CJK
+        messages ranked by the distinct bigrams of the question they contain, each
+        weighted by its rarity; a bigram in the previous message counts for less (the
+        question may use the words of the turn before the answer)."""
+        mode = stage.mode
+        prev_weight = schema.PREV_WEIGHT if stage.context else 0.0
+        weights, trigrams = self._gram_stats(conn, stage.grams)
+        counts = " + ".join(f"((instr({table}.content, ?) > 0) + {prev_weight} * "
+                            f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in stage.grams)
+        # Read only the messages holding one of the bigrams rare enough to list (their
+        # trigrams, OR-ed): a message with only common bigrams would rank low anyway.
+        narrow: list[str] = []
+        for _, listed in sorted(zip(weights, trigrams, strict=True), key=lambda x: -x[0]):
+            if listed is not None and len(narrow) + len(listed) <= MAX_GRAM_TRIGRAMS:
+                narrow += listed  # rarest bigrams first, while the OR stays small
+        match = []
+        where = list(where)
+        if narrow:
+            match = ["{content prev} : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in narrow) + ")"]
+        else:  # only common bigrams: look at the newest CJK messages, and say so
+            mode = f"{stage.mode}-recent"
+            where.append(f"{table}.rowid >= coalesce((SELECT rowid FROM {table} ORDER BY rowid DESC "
+                         f"LIMIT 1 OFFSET {RECENT_CJK}), 0)")
+        where[:0] = ["score >= ?"] + ([f"{table} MATCH ?"] if match else [])
+        params = [*(v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)),
+                  min(weights), *match, *params]
+        for term in stage.negatives:
+            where.append(f"instr({table}.content, ?) = 0")
+            params.append(term.text)
+        return f"({counts})", f"score DESC, length({table}.content), {table}.rowid DESC", where, params, mode
 
     @staticmethod
     def _hits(rows: list[sqlite3.Row], stage: Stage, query: str, mode: str) -> list[hermes.SearchHit]:
@@ -1360,6 +1336,47 @@ def _context(conn: sqlite3.Connection, session_id: str, message_id: int) -> list
     ).fetchall()
     return [{"id": r["id"], "role": r["role"], "content": (r["content"] or "")[:_CONTEXT_CHARS]}
             for r in rows]
+
+
+def _stage_where(stage: Stage, table: str, filter_sql: str, filter_params: list[Any],
+                 exclude: list[int]) -> tuple[list[str], list[Any]]:
+    """The WHERE conditions and parameters of a stage: its MATCH and extra SQL, the
+    caller's filters, and the hits earlier stages found."""
+    where: list[str] = []
+    params: list[Any] = []
+    if stage.match is not None:
+        where.append(f"{table} MATCH ?")
+        params.append(stage.match)
+    if stage.where:
+        where.append(stage.where)
+        params += stage.params
+    if filter_sql:
+        where.append(filter_sql)
+        params += filter_params
+    if exclude:
+        where.append(f"m.id NOT IN ({','.join('?' * len(exclude))})")
+        params += exclude
+    return where, params
+
+
+def _snippet_sql(stage: Stage, table: str) -> str:
+    """FTS5's snippet of the message's own text (column 0), or of its tool call when it
+    has no text — never of the index-only columns (the previous message, the date).
+    ``NULL`` when the store builds the snippet itself (scans, CJK bigrams)."""
+    if stage.match is None or stage.highlight:
+        return "NULL"
+    tokens = _SNIPPET_TOKENS if stage.index == "words" else _SNIPPET_TOKENS * 3
+    return (f"CASE WHEN coalesce(m.content, '') = '' THEN snippet({table}, 2, '>>>', '<<<', '...', {tokens}) "
+            f"ELSE snippet({table}, 0, '>>>', '<<<', '...', {tokens}) END")
+
+
+def _rows_by_id(conn: sqlite3.Connection, ids: list[int]) -> list[sqlite3.Row]:
+    """Hit rows (no snippet, no score) of messages by id, newest first."""
+    return conn.execute(
+        "SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, s.source, s.model, "
+        "s.started_at AS session_started, s.title AS session_title, NULL AS snippet, 0.0 AS score "
+        "FROM messages m JOIN sessions s ON s.id = m.session_id "
+        f"WHERE m.id IN ({','.join('?' * len(ids))}) ORDER BY m.id DESC", ids).fetchall()
 
 
 def _called_tool(conn: sqlite3.Connection, session_id: str, message_id: int) -> str | None:
