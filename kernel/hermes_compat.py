@@ -10,10 +10,21 @@ package either
 and imports the base class as ``from agent.memory_provider import MemoryProvider``. This
 module loads such directories as plugins with source ``local``, each registering one
 memory provider under the directory's name (what ``memory.provider`` selects), so a
-provider written for Hermes runs here unchanged. While such a package is imported, and
-while its provider is built, ``agent.memory_provider`` resolves to
-:class:`hermes.MemoryProvider` (a temporary shim; a real ``agent`` package is put back
-afterwards).
+provider written for Hermes runs here unchanged. In the code of such a package (at
+import time and whenever it runs) ``agent.memory_provider`` resolves to
+:class:`hermes.MemoryProvider`, and every other name Hermes Agent's bundled plugins import
+(``tools.registry.tool_error``, ``hermes_constants.get_hermes_home``, …, listed in
+:data:`hermes.hermes_shims.SHIMMED`) to this kernel's version of it. An import hook
+answers those names *only to modules of a Hermes-style plugin package* (decided by the
+importing module's name); ``sys.modules`` never holds them, so a real ``agent``,
+``tools`` or ``utils`` package of the user's is never shadowed. ``plugins.memory.<name>``
+and ``plugins.context_engine.<name>`` in that code are the plugin directories of the
+same home.
+
+Context engines written for Hermes Agent live in
+``$HERMES_HOME/plugins/context_engine/<name>/`` (``register(ctx)`` calling
+``ctx.register_context_engine(engine)``, or a ``ContextEngine`` subclass) and register
+as the context engine ``<name>``.
 
 A directory whose package defines ``@hermes.hookimpl`` functions is a plain Hermes-kernel
 plugin that happens to be a package, and is registered as one.
@@ -27,6 +38,7 @@ any plugin failure; the kernel goes on.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import importlib.util
@@ -42,13 +54,14 @@ from typing import Any
 
 import yaml
 
-from .contracts import MemoryProvider
+from .contracts import ContextEngine, MemoryProvider
 from .errors import PluginError
 from .hookspecs import hookimpl
 
 log = logging.getLogger("hermes.plugins")
 
-__all__ = ["HermesStyleProvider", "hermes_agent_shim", "load_hermes_style_plugins", "read_manifest"]
+__all__ = ["HermesStyleEngine", "HermesStyleProvider", "hermes_agent_shim", "load_hermes_style_plugins", "load_plugin_dir",
+           "manifest_reason", "plugin_dirs", "read_manifest"]
 
 #: The parent package of every imported plugin directory.
 PACKAGE_ROOT = "hermes_plugin_dirs"
@@ -56,8 +69,93 @@ PACKAGE_ROOT = "hermes_plugin_dirs"
 #: The manifest file of a plugin directory.
 MANIFEST = "plugin.yaml"
 
+#: The directory under ``$HERMES_HOME/plugins`` holding Hermes-style context engines.
+ENGINE_DIR = "context_engine"
+
 _SHIM_LOCK = threading.RLock()
 _MISSING = object()
+
+
+class _Scope:
+    """What Hermes-style plugin code of one home sees: the shim modules built for that
+    home, and its plugin directories as ``plugins.memory.<name>``."""
+
+    def __init__(self, plugins_dir: Path):
+        from .hermes_shims import build_shims
+
+        self.plugins_dir = plugins_dir
+        self.shims = build_shims(plugins_dir.parent)
+
+    def _plugin_dir(self, name: str) -> tuple[Path, list[str]] | None:
+        parts = name.split(".")
+        if len(parts) < 3 or parts[0] != "plugins":
+            return None
+        if parts[1] == "memory":
+            return self.plugins_dir / parts[2], parts[3:]
+        if parts[1] == ENGINE_DIR:
+            return self.plugins_dir / ENGINE_DIR / parts[2], parts[3:]
+        return None
+
+    def resolve(self, importer: Callable[..., Any], name: str, globals_: Any, locals_: Any,
+                fromlist: Any) -> ModuleType:
+        if name in self.shims:
+            return self.shims[name] if fromlist else self.shims[name.split(".")[0]]
+        found = self._plugin_dir(name)
+        if found is not None and (found[0] / "__init__.py").is_file():
+            directory, rest = found
+            private = _module_name(directory)
+            if private not in sys.modules:
+                _import_package(directory)
+            module = importer(".".join([private, *rest]), globals_, locals_, fromlist or ("__name__",), 0)
+            return module if fromlist else self.shims["plugins"]
+        raise ModuleNotFoundError(
+            f"No module named {name!r}: Hermes Agent's {name} is not provided to plugins by "
+            "Hermes (docs/memory-providers.md lists the names that are)", name=name)
+
+
+class _ScopedImport:
+    """``builtins.__import__`` wrapped once per process: an absolute import of a shimmed
+    name made by a module of a Hermes-style plugin package is answered from that
+    package's :class:`_Scope`; every other import goes to the original, untouched. It is
+    process-wide because imports are; it holds only the scopes of packages loaded so far."""
+
+    def __init__(self, original: Callable[..., Any]):
+        self.original = original
+        self.scopes: dict[str, _Scope] = {}  # plugin package name -> its home's scope
+        self.by_dir: dict[Path, _Scope] = {}
+
+    def __call__(self, name: str, globals: Any = None, locals: Any = None,  # noqa: A002
+                 fromlist: Any = (), level: int = 0) -> Any:
+        if level == 0 and globals is not None:
+            importer = globals.get("__name__") or ""
+            if importer.startswith(PACKAGE_ROOT + ".") and name.split(".")[0] in _roots():
+                scope = self.scopes.get(".".join(importer.split(".")[:2]))
+                if scope is not None:
+                    return scope.resolve(self.original, name, globals, locals, fromlist)
+        return self.original(name, globals, locals, fromlist, level)
+
+    def add(self, package: str, plugins_dir: Path) -> None:
+        with _SHIM_LOCK:
+            scope = self.by_dir.get(plugins_dir)
+            if scope is None:
+                scope = self.by_dir[plugins_dir] = _Scope(plugins_dir)
+            self.scopes[package] = scope
+
+
+def _roots() -> frozenset[str]:
+    from .hermes_shims import ROOTS
+
+    return ROOTS
+
+
+def _scoped_import() -> _ScopedImport:
+    """The process's import hook, installed on first use."""
+    with _SHIM_LOCK:
+        current = builtins.__import__
+        if not isinstance(current, _ScopedImport):
+            current = _ScopedImport(current)
+            builtins.__import__ = current
+        return current
 
 
 @contextlib.contextmanager
@@ -112,6 +210,9 @@ class _Collector:
     def register_memory_provider(self, provider: Any) -> None:
         self.providers.append(provider)
 
+    def register_context_engine(self, engine: Any) -> None:
+        self.providers.append(engine)
+
     def __getattr__(self, name: str) -> Callable[..., None]:
         if not name.startswith("register_"):
             raise AttributeError(name)
@@ -158,9 +259,10 @@ def _import_package(directory: Path) -> ModuleType:
         raise ImportError(f"cannot import {directory}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    plugins_dir = directory.parent.parent if directory.parent.name == ENGINE_DIR else directory.parent
+    _scoped_import().add(name, plugins_dir.resolve())
     try:
-        with hermes_agent_shim():
-            spec.loader.exec_module(module)
+        spec.loader.exec_module(module)
     except BaseException:
         for stale in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[stale]
@@ -185,14 +287,100 @@ def _provider_class(module: ModuleType) -> type[MemoryProvider] | None:
 def _collect(module: ModuleType, name: str) -> MemoryProvider:
     """Run the package's ``register(ctx)`` and return the provider it registered."""
     ctx = _Collector(name)
-    with hermes_agent_shim():
-        module.register(ctx)
+    module.register(ctx)
     if not ctx.providers:
         raise PluginError("register(ctx) did not call ctx.register_memory_provider(provider)")
     provider = ctx.providers[0]
     if not isinstance(provider, MemoryProvider):
         raise PluginError(f"ctx.register_memory_provider() got a {type(provider).__name__}, "
                           "not a MemoryProvider")
+    return provider
+
+
+class HermesStyleEngine:
+    """The pluggy plugin standing for one ``plugins/context_engine/<name>/`` directory:
+    it registers ``factory`` as the context engine ``name``."""
+
+    def __init__(self, name: str, factory: Callable[[], ContextEngine], description: str = ""):
+        self.name = name
+        self.factory = factory
+        self.description = description
+
+    @hookimpl
+    def hermes_register_context_engines(self, register: Any) -> None:
+        """Register this directory's engine."""
+        register(self.name, self.factory, description=self.description)
+
+
+def _engine_factory(module: ModuleType, name: str) -> Callable[[], ContextEngine]:
+    """A zero-argument factory for a Hermes-style engine package (``register(ctx)``
+    calling ``ctx.register_context_engine``, else its ``ContextEngine`` subclass),
+    checked once now. Every later call builds a fresh engine."""
+
+    def collect() -> ContextEngine:
+        ctx = _Collector(name)
+        module.register(ctx)
+        engines = [e for e in ctx.providers if isinstance(e, ContextEngine)]
+        if not engines:
+            raise PluginError("register(ctx) did not call ctx.register_context_engine(engine) "
+                              "with a ContextEngine")
+        return engines[0]
+
+    if callable(getattr(module, "register", None)):
+        first = [collect()]
+        return lambda: first.pop() if first else collect()
+    found = [obj for obj in vars(module).values()
+             if isinstance(obj, type) and issubclass(obj, ContextEngine)
+             and obj is not ContextEngine and not inspect.isabstract(obj)]
+    if not found:
+        raise PluginError("defines no ContextEngine subclass and no register(ctx) function; "
+                          "a context engine directory needs one of them")
+    return found[0]
+
+
+def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
+    """Why a Hermes-style provider is unavailable, from what its ``plugin.yaml`` and
+    config schema declare (Hermes Agent 0.19's providers give no reason themselves):
+    unset required environment variables, commands not on ``PATH``, packages not
+    installed. ``""`` when none of those explains it."""
+    import importlib.metadata
+    import os
+    import re
+    import shutil
+
+    reasons: list[str] = []
+    env = [str(v) for v in manifest.get("requires_env") or [] if v]
+    try:
+        schema = provider.get_config_schema() or []
+    except Exception:  # a schema that cannot be read only loses the hint
+        schema = []
+    env += [str(f["env_var"]) for f in schema if isinstance(f, dict) and f.get("required")
+            and f.get("secret") and f.get("env_var")]
+    missing_env = sorted({v for v in env if not os.environ.get(v)})
+    if missing_env:
+        reasons.append("set " + ", ".join(missing_env))
+    for dep in manifest.get("external_dependencies") or []:
+        if isinstance(dep, dict) and dep.get("name") and shutil.which(str(dep["name"])) is None:
+            reasons.append(f"the `{dep['name']}` command is not installed"
+                           + (f" ({dep['install']})" if dep.get("install") else ""))
+    for requirement in manifest.get("pip_dependencies") or []:
+        dist = re.split(r"[<>=!~\[; ]", str(requirement), maxsplit=1)[0]
+        try:
+            importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            reasons.append(f"pip install {requirement}")
+    return "; ".join(reasons)
+
+
+def _with_reason(provider: MemoryProvider, manifest: dict[str, Any]) -> MemoryProvider:
+    """Give a provider that does not explain itself an ``unavailable_reason`` derived
+    from its manifest (:func:`manifest_reason`)."""
+    if type(provider).unavailable_reason is MemoryProvider.unavailable_reason:
+        def unavailable_reason() -> str:
+            return manifest_reason(manifest, provider) or (
+                "its is_available() returned false and it gives no reason; see its README")
+
+        provider.unavailable_reason = unavailable_reason  # type: ignore[method-assign]
     return provider
 
 
@@ -213,8 +401,7 @@ def _provider_factory(module: ModuleType, name: str) -> Callable[[], MemoryProvi
             "@hermes.hookimpl; a plugin directory needs one of them")
 
     def from_class() -> MemoryProvider:
-        with hermes_agent_shim():
-            return cls()
+        return cls()
 
     return from_class
 
@@ -224,19 +411,40 @@ def _description(manifest: dict[str, Any], module: ModuleType) -> str:
     return str(text or "")
 
 
+def plugin_dirs(directory: Path) -> Iterator[Path]:
+    """The Hermes-style package directories in ``directory``: ``<name>/`` with an
+    ``__init__.py`` (names starting with ``_`` or ``.`` skipped)."""
+    if directory.is_dir():
+        for path in sorted(p for p in directory.iterdir() if p.is_dir()):
+            if not path.name.startswith(("_", ".")) and (path / "__init__.py").is_file():
+                yield path
+
+
 def load_hermes_style_plugins(pm: Any, directory: Path) -> None:
-    """Load every ``<name>/`` package in ``directory`` into the plugin manager ``pm``
-    (source ``local``). Names starting with ``_`` or ``.`` and directories without an
-    ``__init__.py`` are skipped; blocking is checked before any import."""
+    """Load every ``<name>/`` package in ``directory`` (memory providers) and in
+    ``directory/context_engine`` (context engines) into the plugin manager ``pm``
+    (source ``local``). Blocking is checked before any import."""
     from .manager import SOURCE_LOCAL
 
-    if not directory.is_dir():
-        return
-    for path in sorted(p for p in directory.iterdir() if p.is_dir()):
-        if path.name.startswith(("_", ".")) or not (path / "__init__.py").is_file():
-            continue
+    for path in plugin_dirs(directory):
         meta: dict[str, Any] = {"path": str(path), "module": str(path)}
         pm.load_guarded(path.name, SOURCE_LOCAL, partial(_load_package, path, meta), meta)
+    for path in plugin_dirs(directory / ENGINE_DIR):
+        meta = {"path": str(path), "module": str(path)}
+        pm.load_guarded(path.name, SOURCE_LOCAL, partial(_load_engine_package, path, meta), meta)
+
+
+def _load_engine_package(path: Path, meta: dict[str, Any]) -> Any:
+    """Import a ``context_engine/<name>/`` package: the module itself when it has
+    ``@hermes.hookimpl`` functions, else a :class:`HermesStyleEngine`."""
+    manifest = read_manifest(path)
+    if manifest.get("version") is not None:
+        meta["version"] = str(manifest["version"])
+    module = _import_package(path)
+    meta["module"] = module.__name__
+    if _has_hookimpls(module):
+        return module
+    return HermesStyleEngine(path.name, _engine_factory(module, path.name), _description(manifest, module))
 
 
 def _load_package(path: Path, meta: dict[str, Any]) -> Any:
@@ -250,5 +458,20 @@ def _load_package(path: Path, meta: dict[str, Any]) -> Any:
     meta["module"] = module.__name__
     if _has_hookimpls(module):
         return module
-    return HermesStyleProvider(path.name, _provider_factory(module, path.name),
+    factory = _provider_factory(module, path.name)
+    return HermesStyleProvider(path.name, lambda: _with_reason(factory(), manifest),
                                _description(manifest, module))
+
+
+def load_plugin_dir(path: Path, name: str | None = None) -> Any:
+    """The plugin object for one Hermes-style directory — a memory provider
+    (``<home>/plugins/<dir>``) or, under ``context_engine/``, an engine — for
+    :meth:`hermes.Kernel.register_plugin`. ``name`` registers it under another name than
+    the directory's (to run it beside a plugin that has that name)."""
+    path = Path(path)
+    meta: dict[str, Any] = {"path": str(path), "module": str(path)}
+    engine = path.parent.name == ENGINE_DIR
+    plugin = _load_engine_package(path, meta) if engine else _load_package(path, meta)
+    if name and isinstance(plugin, (HermesStyleProvider, HermesStyleEngine)):
+        plugin.name = name
+    return plugin
