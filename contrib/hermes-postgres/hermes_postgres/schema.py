@@ -50,9 +50,9 @@ def _rls(table: str) -> str:
             f"CREATE POLICY {table}_owner ON {table} USING ({_TENANT}) WITH CHECK ({_TENANT});\n")
 
 
+EXTENSIONS = ("pg_trgm", "unaccent")
+
 V1 = f"""
-CREATE EXTENSION IF NOT EXISTS pg_trgm;
-CREATE EXTENSION IF NOT EXISTS unaccent;
 CREATE TEXT SEARCH CONFIGURATION hermes_words (COPY = pg_catalog.simple);
 ALTER TEXT SEARCH CONFIGURATION hermes_words
     ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword,
@@ -138,6 +138,15 @@ def current_version(conn: Any, schema: str) -> int | None:
     return int(row["v"] or 0)
 
 
+def search_path(conn: Any, schema: str) -> str:
+    """The search path of the store's connections: its schema, the schemas holding the
+    extensions it uses (pg_trgm's operators, unaccent's dictionary), then public."""
+    rows = conn.execute("SELECT DISTINCT extnamespace::regnamespace::text AS ns FROM pg_extension "
+                        "WHERE extname = ANY(%s)", (list(EXTENSIONS),)).fetchall()
+    names = [schema] + [r["ns"] for r in rows if r["ns"] not in (schema, "public")] + ["public"]
+    return ", ".join(names)
+
+
 def migrate(conn: Any, schema: str) -> tuple[int | None, int]:
     """Bring ``schema`` to :data:`SCHEMA_VERSION` in one transaction under the migration
     advisory lock; returns (version before, version after). Raises ``RuntimeError`` for
@@ -152,6 +161,9 @@ def migrate(conn: Any, schema: str) -> tuple[int | None, int]:
             raise RuntimeError(f"schema {schema} has version {before}, newer than this hermes-postgres "
                                f"understands ({SCHEMA_VERSION}); upgrade hermes-postgres")
         conn.execute(f"SET LOCAL search_path = {schema}, public")
+        for ext in EXTENSIONS:  # where they already are (another schema), or here
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+        conn.execute(f"SET LOCAL search_path = {search_path(conn, schema)}")
         for version in range(before + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[version])
             conn.execute(f"INSERT INTO {schema}.hermes_schema (version) VALUES (%s)", (version,))

@@ -209,43 +209,45 @@ class PostgresSessionStore(hermes.SessionStore):
         self.write_timeout = float(write_timeout)
         self._local = threading.local()
         self._closed = False
-        self._probe(connect_timeout)
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
+        with self._probe(connect_timeout) as conn:
+            try:
+                if pgschema.current_version(conn, self.schema) != pgschema.SCHEMA_VERSION:
+                    before, after = pgschema.migrate(conn, self.schema)
+                    if before != after:
+                        log.info("postgres schema %s: version %s -> %s", self.schema, before, after)
+                self._search_path = pgschema.search_path(conn, self.schema)
+            except RuntimeError as exc:
+                raise hermes.StoreError(str(exc)) from exc
+            except Exception as exc:
+                raise hermes.StoreError(
+                    f"cannot prepare the hermes schema in {mask_dsn(dsn)}: {' '.join(str(exc).split())} — "
+                    "the role needs CREATE on the database (or run the README's setup SQL as an "
+                    "administrator)") from exc
         self._pool = ConnectionPool(
             dsn, min_size=max(0, int(pool_min)), max_size=max(1, int(pool_max)), open=False,
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": int(max(1, connect_timeout))},
             configure=self._configure, timeout=max(self.write_timeout, 5.0), name=f"hermes-{self.user}")
         self._pool.open()
-        try:
-            with self._pool.connection() as conn:
-                if pgschema.current_version(conn, self.schema) != pgschema.SCHEMA_VERSION:
-                    before, after = pgschema.migrate(conn, self.schema)
-                    if before != after:
-                        log.info("postgres schema %s: version %s -> %s", self.schema, before, after)
-        except RuntimeError as exc:
-            self.close()
-            raise hermes.StoreError(str(exc)) from exc
-        except Exception as exc:
-            self.close()
-            raise hermes.StoreError(f"cannot prepare the hermes schema in {mask_dsn(dsn)}: "
-                                    f"{' '.join(str(exc).split())} — the role needs CREATE on the database "
-                                    "(or run the README's setup SQL as an administrator)") from exc
 
-    def _probe(self, timeout: float) -> None:
-        """Connect once up front so that a wrong DSN or a down server is one clear
-        :class:`hermes.StoreError` instead of a pool retrying in the background."""
+    def _probe(self, timeout: float) -> Any:
+        """Connect once up front (the connection then runs the migrations), so that a
+        wrong DSN or a down server is one clear :class:`hermes.StoreError` instead of a
+        pool retrying in the background."""
         import psycopg
+        from psycopg.rows import dict_row
 
         try:
-            psycopg.connect(self.dsn, connect_timeout=int(max(1, timeout))).close()
+            return psycopg.connect(self.dsn, connect_timeout=int(max(1, timeout)), autocommit=True,
+                                   row_factory=dict_row)
         except (psycopg.Error, ValueError) as exc:
             raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
 
     def _configure(self, conn: Any) -> None:
         conn.execute("SELECT set_config('app.hermes_user', %s, false), set_config('app.hermes_profile', %s, false), "
-                     "set_config('search_path', %s, false)", (self.user, self.profile, f"{self.schema}, public"))
+                     "set_config('search_path', %s, false)", (self.user, self.profile, self._search_path))
 
     def close(self) -> None:
         if self._closed:
@@ -888,6 +890,13 @@ class PostgresSessionStore(hermes.SessionStore):
         total = sample if sample < RECENT_CJK else conn.execute(
             "SELECT count(*) AS n FROM messages WHERE cjk").fetchone()["n"]
         return weights, total
+
+    def writer_lock(self, session_id: str) -> Any:
+        """The one-writer lock of a conversation across machines (an advisory lock; see
+        :mod:`hermes_postgres.lock`): ``with store.writer_lock(root_id): …``."""
+        from .lock import PostgresSessionLock
+
+        return PostgresSessionLock(self, session_id)
 
     # -- bookkeeping ---------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ BIN_CANDIDATES = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin",
                   "/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/14/bin")
 APP_ROLE = "hermes_app"
 APP_PASSWORD = "hermes-test-secret"
+ADMIN_PASSWORD = "hermes-admin-secret"
 DATABASE = "hermes"
 
 
@@ -75,7 +76,7 @@ class Cluster:
 
     @property
     def admin_dsn(self) -> str:
-        return self._dsn("postgres", None, "postgres")
+        return self._dsn("postgres", ADMIN_PASSWORD, "postgres")
 
     def stop(self) -> None:
         """Stop the server now and remove its directory."""
@@ -112,8 +113,15 @@ def start_cluster(*, max_connections: int = 300) -> Cluster:
     os.chmod(root, 0o755)
     cluster = Cluster(root, pg_bin, _free_port(), as_postgres)
     try:
-        _run(cluster, [str(pg_bin / "initdb"), "-D", str(cluster.data), "-U", "postgres", "--auth=trust",
-                       "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"])
+        pwfile = root / "pwfile"
+        pwfile.write_text(ADMIN_PASSWORD + "\n")
+        if as_postgres:
+            shutil.chown(pwfile, "postgres", "postgres")
+        # Passwords are checked (scram), so a wrong password fails like on a real server.
+        _run(cluster, [str(pg_bin / "initdb"), "-D", str(cluster.data), "-U", "postgres",
+                       "--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8", "--locale=C.UTF-8",
+                       "--no-sync"])
+        pwfile.unlink()
         opts = (f"-c listen_addresses='' -k {root} -p {cluster.port} -c fsync=off -c synchronous_commit=off "
                 f"-c full_page_writes=off -c max_connections={max_connections} -c shared_buffers=128MB")
         # The watchdog outlives a SIGKILLed parent: it polls the parent and then stops the
