@@ -158,9 +158,15 @@ class MemoryProviderConformance:
         assert ready.on_turn_start(1, "hello", model="m", platform="cli") is None
         text = ready.on_pre_compress(list(_MESSAGES))
         assert isinstance(text, str)
-        ready.on_memory_write("add", "memory", "User prefers British English.",
-                              {"write_origin": "tool", "session_id": "conf-session"})
-        ready.on_memory_write("remove", "user", "", {"old_text": "x", "previous_content": "x y"})
+        # in the shape the memory manager calls it: metadata= keyword, a fourth
+        # positional argument, or Hermes Agent's classic three arguments
+        from hermes import MemoryManager, MemoryWriteEvent
+
+        MemoryManager._mirror(ready, MemoryWriteEvent(
+            "add", "memory", "User prefers British English.",
+            metadata={"write_origin": "tool", "session_id": "conf-session"}))
+        MemoryManager._mirror(ready, MemoryWriteEvent(
+            "remove", "user", "", metadata={"old_text": "x", "previous_content": "x y"}))
         ready.on_delegation("summarise the logs", "done", child_session_id="conf-child")
         ready.on_session_switch("conf-session-2", parent_session_id="conf-session", reset=False)
         ready.on_session_switch("conf-session-3", parent_session_id="", reset=True)
