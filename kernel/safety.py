@@ -694,6 +694,8 @@ def _windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> 
 
 def _match_layer(rules: RuleSet, scope: str, text: str, *,
                  substrings: bool = True) -> list[tuple[ThreatRule, tuple[int, int], str]]:
+    """Every rule's first acceptable match in ``text``; for weak rules (weight under
+    the threshold) up to 16 matches, so that the score can pair the ones close together."""
     lower = text.lower()
     words = _WORD_RE.findall(lower)
     hits = rules.triggered(lower, words, substrings)
@@ -703,12 +705,15 @@ def _match_layer(rules: RuleSet, scope: str, text: str, *,
     same = lower if len(lower) == len(text) else None  # lower() can lengthen a few letters
     for rule in candidates:
         windows = _windows(rule, positions, len(text)) if positions else None
-        if windows is None:
-            span = rule.find(text, lower=same)
-        else:
-            span = next((found for lo, hi in windows if (found := rule.find(text, lo, hi, lower=same))), None)
-        if span is not None:
-            out.append((rule, span, text[span[0]:span[1]]))
+        ranges = windows if windows is not None else [(0, len(text))]
+        more = 16 if rule.weight < rules.threshold else 1
+        for lo, hi in ranges:
+            while more and (span := rule.find(text, lo, hi, lower=same)) is not None:
+                out.append((rule, span, text[span[0]:span[1]]))
+                more -= 1
+                lo = max(span[1], span[0] + 1)
+            if not more:
+                break
     return out
 
 
@@ -782,8 +787,15 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     raw_span = _SpanMap(head, normalized)
     kept: list[tuple[str, tuple[int, int]]] = []  # (layer key, span) of kept matches
 
+    weak: dict[str, list[Threat]] = {}  # rule id -> every match of a weak rule
+
     def keep(rule: ThreatRule, span: tuple[int, int], excerpt: str, layer: str, key: str,
              raw_span: tuple[int, int] | None) -> None:
+        if rule.weight < ruleset.threshold and rule.id not in seen:
+            clean = " ".join(excerpt.split())
+            weak.setdefault(rule.id, []).append(
+                Threat(rule.id, rule.description, clean[:80], rule.kind, rule.weight, raw_span, layer))
+            return
         if rule.id in seen:
             return
         # One piece of evidence counts once: a match overlapping a kept one of the same
@@ -814,7 +826,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             else:
                 where = raw_span(run_span) if run_span else None
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
-    score = _score(findings)
+    score = _score(findings, weak)
     if len(text) > max_chars:
         findings.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window",
                                kind="oversized"))
@@ -827,16 +839,26 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
 NEARBY = 600
 
 
-def _score(findings: list[Threat]) -> float:
-    """The highest sum of weights of findings lying within :data:`NEARBY` of one
-    another (a finding without a position counts everywhere)."""
-    best = 0.0
-    for f in findings:
-        total = 0.0
-        for g in findings:
-            if f.span is None or g.span is None or abs(f.span[0] - g.span[0]) <= NEARBY:
-                total += g.weight
-        best = max(best, total)
+def _score(findings: list[Threat], weak: dict[str, list[Threat]]) -> float:
+    """The score, and ``findings`` completed with one match of each weak rule.
+
+    Strong findings count wherever they are. Weak rules count together only when a match
+    of each lies within :data:`NEARBY` characters of one place (a finding without a
+    position is near everything); the place with the highest sum wins, and the weak
+    matches reported are the ones there (or each rule's first match)."""
+    def near(a: Threat, b: Threat) -> bool:
+        return a.span is None or b.span is None or abs(a.span[0] - b.span[0]) <= NEARBY
+
+    strong = sum(t.weight for t in findings)
+    anchors = [t for hits in weak.values() for t in hits]
+    best, chosen = strong, {rid: hits[0] for rid, hits in weak.items()}
+    for anchor in anchors:
+        picked = {rid: min(close, key=lambda t: abs((t.span or (0, 0))[0] - (anchor.span or (0, 0))[0]))
+                  for rid, hits in weak.items() if (close := [t for t in hits if near(anchor, t)])}
+        total = strong + sum(t.weight for t in picked.values())
+        if total > best:
+            best, chosen = total, {**chosen, **picked}
+    findings.extend(sorted(chosen.values(), key=lambda t: -t.weight))
     return best
 
 
