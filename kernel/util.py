@@ -68,7 +68,7 @@ def _fsync_dir(directory: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], *, mode: int | None = None,
-                  encoding: str = "utf-8") -> Iterator[Any]:
+                  encoding: str = "utf-8", binary: bool = False) -> Iterator[Any]:
     """A text file handle whose content replaces ``path`` only when the ``with`` block
     ends without an exception: a temporary file in the target's directory, flushed,
     fsynced, renamed over the target, then the directory fsynced. A crash leaves the old
@@ -79,7 +79,7 @@ def atomic_writer(path: str | os.PathLike[str], *, mode: int | None = None,
     old file's mode, or gets ``mode`` (default 0600) when it is new. A target that exists
     and is not a regular file (a device, a FIFO, a directory) is refused with
     :class:`IsADirectoryError` / :class:`OSError`: renaming over it would replace
-    ``/dev/stdout`` with a file."""
+    ``/dev/stdout`` with a file. With ``binary=True`` the handle takes bytes (archives)."""
     import stat
     import tempfile
 
@@ -99,7 +99,7 @@ def atomic_writer(path: str | os.PathLike[str], *, mode: int | None = None,
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
                                dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding=encoding, newline="")) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -17,4 +17,5 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("openai", "hermes.plugins.llm.openai_plugin"),
     ("sqlite-sessions", "hermes.plugins.sessions"),
     ("session-search", "hermes.plugins.session_search"),
+    ("backup", "hermes.plugins.backup"),
 )
