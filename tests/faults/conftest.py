@@ -1,6 +1,7 @@
 """Fixtures of the fault-injection suite and its closing summary line.
 
-Each test module sets ``SEEDS = (default, long)``: how many seeds it runs by default (a
+Each test module sets ``SEEDS = (default, long)`` (a test may override it with
+``@pytest.mark.faults(seeds=(default, long))``): how many seeds it runs by default (a
 small sample, fast enough for CI) and with ``--faults-long`` (the soak run). Every seed
 is a separate test, so a failure names the seed that reproduces it.
 """
@@ -23,7 +24,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "seed" in metafunc.fixturenames:
-        default, long = getattr(metafunc.module, "SEEDS", (2, 20))
+        marker = metafunc.definition.get_closest_marker("faults")
+        seeds = marker.kwargs.get("seeds") if marker is not None else None
+        default, long = seeds or getattr(metafunc.module, "SEEDS", (2, 20))
         count = long if metafunc.config.getoption("faults_long", False) else default
         metafunc.parametrize("seed", range(count))
 

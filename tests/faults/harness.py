@@ -21,6 +21,7 @@ import pty
 import random
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -62,20 +63,35 @@ class Stats:
 
 class SlowFakeLLM(FakeLLMServer):
     """The fake LLM server with a pause between streamed chunks (``chunk_delay``
-    seconds), so a kill can land in the middle of a streamed answer."""
+    seconds), so a kill can land in the middle of a streamed answer, and a network
+    fault: ``cut_after = N`` drops the connection after the N-th event of the next
+    streamed answer (a stream cut mid-answer, as a proxy or a dead link does it)."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.chunk_delay = 0.0
+        self.cut_after: int | None = None
+        self.cuts = 0
 
     def _dispatch(self, h: Any, path: str, body: dict[str, Any]) -> None:
         delay = self.chunk_delay
-        if delay > 0:
+        cut = self.cut_after if body.get("stream") and body.get("tools") else None
+        if cut is not None:
+            self.cut_after = None  # one cut per arming
+        if delay > 0 or cut is not None:
             send = h._sse
+            sent = [0]
 
             def slow(data: str, event: str | None = None) -> None:
+                if cut is not None and sent[0] >= cut:
+                    self.cuts += 1
+                    h.close_connection = True
+                    h.connection.shutdown(socket.SHUT_RDWR)
+                    raise ConnectionResetError("stream cut by the test")
                 send(data, event)
-                time.sleep(delay)
+                sent[0] += 1
+                if delay > 0:
+                    time.sleep(delay)
 
             h._sse = slow  # this handler object serves one connection only
         super()._dispatch(h, path, body)
@@ -631,6 +647,16 @@ def continue_succeeds(check: Checker, server: FakeLLMServer, *, expect_history: 
         earlier = len(non_system(req)) - 1
         check.expect(earlier >= min_earlier, f"the resumed conversation is empty: {earlier} "
                                              "earlier message(s) sent with the new one")
+    if proc.returncode == 0:
+        # The repair is stored, not only sent: the conversation's stored transcript
+        # answers every tool call.
+        conn = connect(check.home)
+        try:
+            open_calls = unanswered_calls(_tip_rows(conn))
+        finally:
+            conn.close()
+        check.expect(not open_calls, f"after --continue the stored transcript still has "
+                                     f"unanswered tool calls {open_calls}")
     return proc
 
 

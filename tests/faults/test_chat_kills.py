@@ -14,6 +14,7 @@ from .harness import (
     SUBTASK,
     Checker,
     Proc,
+    connect,
     continue_succeeds,
     conversation,
     first_user_text,
@@ -57,6 +58,7 @@ def _handler(rng: Any, calls: list[dict[str, Any]]) -> Any:
     return handle, call_delay + slow + final_delay
 
 
+@pytest.mark.faults(seeds=(2, 30))
 def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
     rng = seeded(seed, "chat")
     provider = rng.choice(["openai", "anthropic"])
@@ -113,6 +115,7 @@ def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
     assert not check.problems, "\n".join(check.problems)
 
 
+@pytest.mark.faults(seeds=(1, 15))
 def test_two_terminals_on_one_session_then_sigkill(home, fake, stats, seed):
     """Two ``hermes chat --continue -q`` on the same conversation at once, one of them
     killed mid-turn: the other finishes or is refused in one line, and the stored
@@ -143,4 +146,66 @@ def test_two_terminals_on_one_session_then_sigkill(home, fake, stats, seed):
     continue_succeeds(check, fake, expect_history=[opening])
     check.nothing_lost(committed, "by the next --continue")
     check.all_static()
+    assert not check.problems, "\n".join(check.problems)
+
+
+@pytest.mark.faults(seeds=(1, 15))
+def test_stream_cut_then_sigkill(home, fake, stats, seed):
+    """The network drops a streamed answer (text or tool call) part way, and the process
+    is sometimes killed right after: a cut answer is never stored as a complete one, and
+    the conversation continues."""
+    from hermes.testing.fakellm import Reply
+
+    rng = seeded(seed, "stream-cut")
+    provider = rng.choice(["openai", "anthropic"])
+    write_config(home, fake, provider)
+    check = Checker(home, stats, f"stream cut seed={seed} provider={provider}")
+    opening = f"the topic is heron-{seed}"
+    first = run(["chat", "-q", opening], home)
+    assert first.returncode == 0, first.stderr
+    history = [opening]
+    for r in range(ROUNDS):
+        calls = [{"name": "memory", "arguments": {"action": "add", "target": "memory",
+                                                  "content": f"heron fact {seed}-{r} " + "x" * 60}}]
+        use_tool = rng.random() < 0.5
+
+        def handle(req, use_tool=use_tool, calls=calls):
+            if use_tool and not last_is_tool_result(req):
+                return Reply(tool_calls=calls)
+            return Reply(text=FINAL)
+
+        fake.reset()
+        fake.handler = handle
+        fake.chunk_delay = 0.005
+        fake.cut_after = rng.randint(1, 25)
+        text = f"round {r}: go on"
+        base = max(read_messages(home), default=0)
+        proc = Proc(["chat", "--continue", "-q", text], home, tty=True)
+        label = f"round {r} tool={use_tool} cut_after={fake.cut_after}"
+        if rng.random() < 0.3:
+            kill_after(proc, rng.uniform(0.3, 1.5), stats)
+        else:
+            code = proc.wait(60)
+            check.expect("Traceback" not in proc.stderr,
+                         f"{label}: a cut stream gave a traceback (exit {code}): {proc.stderr[-600:]}")
+        check.label = f"stream cut seed={seed} provider={provider} {label}"
+        committed = read_messages(home)
+        for mid, row in committed.items():
+            if mid <= base or row[2] != "assistant" or not row[3]:
+                continue
+            if row[3] != FINAL and FINAL.startswith(row[3]):
+                conn = connect(home)
+                try:
+                    finish = conn.execute("SELECT finish_reason FROM messages WHERE id = ?",
+                                          (mid,)).fetchone()[0]
+                finally:
+                    conn.close()
+                check.expect(finish == "incomplete", f"a cut answer ({len(row[3])} of {len(FINAL)} "
+                                                     f"chars) is stored as finish_reason={finish!r}")
+        check.all_static()
+        check.memory_tool_results_kept()
+        if any(row[2] == "user" and row[3] == text for i, row in committed.items() if i > base):
+            history.append(text)
+        continue_succeeds(check, fake, expect_history=history)
+        check.nothing_lost(committed, "by the next --continue")
     assert not check.problems, "\n".join(check.problems)

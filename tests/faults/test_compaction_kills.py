@@ -30,7 +30,7 @@ from .harness import (
 
 pytestmark = pytest.mark.faults
 
-SEEDS = (4, 40)
+SEEDS = (3, 40)
 #: The kernel's own named fault points (HERMES_FAULT_POINT), when this checkout has them.
 KERNEL_POINTS = ["compaction-split"] if importlib.util.find_spec("hermes.testing.faults") else []
 

@@ -26,7 +26,7 @@ from .harness import (
 
 pytestmark = pytest.mark.faults
 
-SEEDS = (3, 30)
+SEEDS = (2, 30)
 
 
 def test_import_survives_sigkill(home, tmp_path, fake, stats, seed):
