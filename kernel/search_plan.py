@@ -98,7 +98,7 @@ _POSSESSIVE_RE = re.compile(r"(?<=\w)['’]s?$")
 
 def has_cjk(text: str | None) -> bool:
     """Whether ``text`` contains a character of :data:`CJK_RANGES`."""
-    return bool(text) and _CJK_RE.search(text) is not None
+    return text is not None and _CJK_RE.search(text) is not None
 
 
 def _has_word_char(text: str) -> bool:

@@ -12,6 +12,7 @@ column filters, a trailing ``*``) do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from hermes import (
     CJK_RANGES,
@@ -31,8 +32,8 @@ from hermes import (
     strict_groups,
 )
 
-Term = SearchTerm
-ParsedQuery = ParsedSearch
+Term: TypeAlias = SearchTerm
+ParsedQuery: TypeAlias = ParsedSearch
 parse = parse_search
 stem = search_stem
 

@@ -1263,8 +1263,9 @@ class SQLiteSessionStore(hermes.SessionStore):
     def optimize(self) -> None:
         """Merge the full-text indexes' segments (after a big import searches get faster)."""
         for table in ("messages_fts", "messages_fts_trigram"):
-            self._write(lambda c, t=table: c.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')"),
-                        timeout=max(self.write_timeout, 120.0))
+            def merge(c: sqlite3.Connection, t: str = table) -> None:
+                c.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')")
+            self._write(merge, timeout=max(self.write_timeout, 120.0))
 
 
 # --------------------------------------------------------------------------------------
@@ -1300,7 +1301,8 @@ def _filters(
     since: float | None = None,
     until: float | None = None,
 ) -> tuple[str, list[Any]]:
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
 
     def as_list(value: Any) -> list[str]:
         if value is None:
