@@ -18,7 +18,8 @@ tool-call names and arguments) with weight A and its context (the previous messa
 text, the message's date) with weight D, so the strict stage matches weight A only and
 the relaxed stage both. Tokens are split by the store, not by PostgreSQL's parser, so
 that ``my-app.config.ts`` is the same four words here and in the query. Messages with
-CJK text (``cjk``) also enter a pg_trgm index of their own text for substring search.
+CJK text (``cjk``) also enter a pg_trgm index of their own text for substring search,
+and keep the previous message's text when it has CJK (``prev_cjk``) for the bigram stage.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ CREATE TABLE messages (
     finish_reason  text,
     reasoning      text,
     cjk            boolean NOT NULL DEFAULT false,
+    prev_cjk       text,
     tsv            tsvector,
     FOREIGN KEY (hermes_user, hermes_profile, session_id)
         REFERENCES sessions (hermes_user, hermes_profile, id) ON DELETE CASCADE

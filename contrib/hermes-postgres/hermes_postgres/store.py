@@ -52,6 +52,8 @@ RANK_LIMIT = 3000
 RANK_SHARE = 0.01
 #: The CJK bigram stage looks at the newest this-many CJK messages.
 RECENT_CJK = 20_000
+#: What a CJK bigram found only in the previous message counts (the SQLite store's too).
+PREV_WEIGHT = 0.5
 _CONTEXT_CHARS = 200
 
 _INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]")
@@ -671,11 +673,12 @@ class PostgresSessionStore(hermes.SessionStore):
             context = words(((prev or "")[:PREV_CHARS]) + " " + day_words(r["timestamp"]))
             params.append((sid, r["role"], r["content"], r["tool_call_id"], r["tool_calls"], r["tool_name"],
                            r["tool_text"], r["timestamp"], r["token_count"], r["finish_reason"], r["reasoning"],
-                           r["cjk"], r["own"], context))
+                           r["cjk"], (prev or "")[:PREV_CHARS] if r["cjk"] and hermes.has_cjk(prev) else None,
+                           r["own"], context))
             prev = r["content"] if r["role"] in ("user", "assistant") else None
         sql = ("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, tool_text, "
-               "timestamp, token_count, finish_reason, reasoning, cjk, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-               "%s, %s, %s, %s, %s, setweight(to_tsvector('hermes_words', %s), 'A') || "
+               "timestamp, token_count, finish_reason, reasoning, cjk, prev_cjk, tsv) VALUES (%s, %s, %s, %s, %s, %s, "
+               "%s, %s, %s, %s, %s, %s, %s, setweight(to_tsvector('hermes_words', %s), 'A') || "
                "setweight(to_tsvector('hermes_words', %s), 'D')) RETURNING id")
         if len(params) == 1:
             return [conn.execute(sql, params[0]).fetchone()["id"]]
@@ -846,10 +849,16 @@ class PostgresSessionStore(hermes.SessionStore):
                 mode = f"{stage.mode}-recent"
                 where.append("m.id >= (SELECT id FROM messages WHERE cjk ORDER BY id DESC OFFSET %s LIMIT 1)")
                 params.append(RECENT_CJK)
-            gram_sql = " + ".join(f"(strpos({pgschema.OWN_TEXT}, %s) > 0)::int * %s" for _ in stage.grams)
+            # A bigram in the previous message counts for less (the question may use the
+            # words of the turn before the answer), as in the SQLite store.
+            prev_weight = PREV_WEIGHT if stage.stage.context else 0.0
+            gram_sql = " + ".join(f"((strpos({pgschema.OWN_TEXT}, %s) > 0)::int + {prev_weight} * "
+                                  "(strpos(coalesce(m.prev_cjk, ''), %s) > 0)::int) * %s" for _ in stage.grams)
             extra_select = f"-({gram_sql})"
-            extra_params = [v for g, w in zip(stage.grams, weights, strict=True) for v in (g, w)]
-            where.append("(" + " OR ".join(f"strpos({pgschema.OWN_TEXT}, %s) > 0" for _ in stage.grams) + ")")
+            extra_params = [v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)]
+            own_or_prev = f"({pgschema.OWN_TEXT} || chr(10) || coalesce(m.prev_cjk, ''))" if prev_weight \
+                else pgschema.OWN_TEXT
+            where.append("(" + " OR ".join(f"strpos({own_or_prev}, %s) > 0" for _ in stage.grams) + ")")
             params += list(stage.grams)
             for neg in stage.negatives:
                 where.append(f"strpos({pgschema.OWN_TEXT}, %s) = 0")
