@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -285,6 +286,8 @@ def plugins_list(state: CLIState, as_json: bool, show_all: bool, hook: str | Non
             click.echo(f"  error: {r.failure.error}")
         if r.status == "blocked":
             click.echo(f"  blocked: {r.blocked_by}")
+        if r.source == "local" and r.path:
+            click.echo(f"  path: {r.path}")
         if r.hooks:
             click.echo(f"  hooks: {', '.join(r.hooks)}")
         for kind, names in r.registered.items():
@@ -350,13 +353,26 @@ def _pip(args: list[str]) -> int:
 @click.argument("specs", nargs=-1, required=True)
 @click.option("-e", "--editable", is_flag=True, help="Install a local path in editable mode.")
 @click.option("-U", "--upgrade", is_flag=True, help="Upgrade if already installed.")
-def plugins_install(specs: tuple[str, ...], editable: bool, upgrade: bool) -> None:
-    """Install plugins with pip (path, wheel, requirement).
+@pass_state
+def plugins_install(state: CLIState, specs: tuple[str, ...], editable: bool, upgrade: bool) -> None:
+    """Install plugins with pip (path, wheel, requirement), or copy a plugin directory.
 
     Runs pip for the interpreter running Hermes and shows its progress; reports the
-    plugins (entry points of group `hermes.plugins`) that appeared."""
+    plugins (entry points of group `hermes.plugins`) that appeared. A directory in
+    Hermes Agent's layout (an `__init__.py`, no pyproject.toml) is copied into
+    $HERMES_HOME/plugins/ (a context engine into plugins/context_engine/) instead."""
+    from .config import resolve_home
+    from .hermes_compat import install_plugin_dir, is_plugin_dir
     from .manager import ENTRY_POINT_GROUP, find_entry_points
 
+    dirs = [Path(spec) for spec in specs if not editable and is_plugin_dir(Path(spec))]
+    for path in dirs:
+        name, kind, target = install_plugin_dir(path, resolve_home(state.home) / "plugins", upgrade=upgrade)
+        hint = f" Select it with `hermes plugins select {kind} {name}`." if kind != "plugin" else ""
+        click.echo(f"Installed local plugin {name} ({kind}) at {target}.{hint}")
+    specs = tuple(spec for spec in specs if Path(spec) not in dirs)
+    if not specs:
+        return
     before = {ep.name for ep in find_entry_points(ENTRY_POINT_GROUP)}
     args = ["install"] + (["--upgrade"] if upgrade else [])
     for spec in specs:
@@ -393,6 +409,15 @@ def plugins_uninstall(state: CLIState, names: tuple[str, ...], yes: bool) -> Non
         if record is not None and record.source == "default":
             raise HermesError(f"{name!r} is a default plugin and ships with Hermes; "
                               f"use `hermes plugins disable {name}` instead.")
+        if record is not None and record.source == "local" and record.path and Path(record.path).is_dir():
+            # a Hermes-layout directory `hermes plugins install` copied: removed here
+            if not yes:
+                click.confirm(f"Remove {record.path}?", abort=True)
+            import shutil
+
+            shutil.rmtree(record.path)
+            click.echo(f"Removed local plugin {record.name} ({record.path}).")
+            continue
         if record is not None and record.source == "local":
             raise HermesError(f"{name!r} is a local plugin: delete {record.path} to remove it, "
                               f"or `hermes plugins disable {name}`.")
@@ -401,6 +426,8 @@ def plugins_uninstall(state: CLIState, names: tuple[str, ...], yes: bool) -> Non
             raise HermesError("refusing to uninstall Hermes itself.")
         if dist not in dists:
             dists.append(dist)
+    if not dists:
+        return
     code = _pip(["uninstall", *(["-y"] if yes else []), *dists])
     if code:
         raise HermesError(f"pip uninstall failed (exit {code}).")

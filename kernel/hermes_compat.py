@@ -60,8 +60,9 @@ from .hookspecs import hookimpl
 
 log = logging.getLogger("hermes.plugins")
 
-__all__ = ["HermesStyleEngine", "HermesStyleProvider", "hermes_agent_shim", "load_hermes_style_plugins", "load_plugin_dir",
-           "manifest_reason", "plugin_dirs", "read_manifest"]
+__all__ = ["HermesStyleEngine", "HermesStyleProvider", "hermes_agent_shim", "install_plugin_dir",
+           "is_plugin_dir", "load_hermes_style_plugins", "load_plugin_dir", "manifest_reason",
+           "plugin_dir_kind", "plugin_dirs", "read_manifest"]
 
 #: The parent package of every imported plugin directory.
 PACKAGE_ROOT = "hermes_plugin_dirs"
@@ -475,3 +476,59 @@ def load_plugin_dir(path: Path, name: str | None = None) -> Any:
     if name and isinstance(plugin, (HermesStyleProvider, HermesStyleEngine)):
         plugin.name = name
     return plugin
+
+
+def is_plugin_dir(path: Path) -> bool:
+    """Whether ``path`` is a plugin directory in Hermes Agent's layout: a package
+    (``__init__.py``) that is not a pip project (no ``pyproject.toml``/``setup.py``)."""
+    return (path.is_dir() and (path / "__init__.py").is_file()
+            and not any((path / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg")))
+
+
+def plugin_dir_kind(path: Path) -> str:
+    """``context-engine`` or ``memory-provider`` (else ``plugin``), by what the
+    package's ``__init__.py`` names — the same cheap text check Hermes Agent's loaders
+    use, so nothing is imported to decide where it goes."""
+    try:
+        text = (path / "__init__.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "plugin"
+    if "ContextEngine" in text or "register_context_engine" in text:
+        return "context-engine"
+    if "MemoryProvider" in text or "register_memory_provider" in text:
+        return "memory-provider"
+    return "plugin"
+
+
+def install_plugin_dir(source: Path, plugins_dir: Path, *, upgrade: bool = False) -> tuple[str, str, Path]:
+    """Copy a Hermes-layout plugin directory into ``plugins_dir`` (engines into its
+    ``context_engine/``), check that it loads, and return ``(name, kind, target)``. A
+    directory that does not load is removed again (a replaced one put back) and the
+    failure raised as one :class:`PluginError` line."""
+    import shutil
+    import tempfile
+
+    source = source.resolve()
+    kind = plugin_dir_kind(source)
+    parent = plugins_dir / ENGINE_DIR if kind == "context-engine" else plugins_dir
+    target = parent / source.name
+    if target.exists() and not upgrade:
+        raise PluginError(f"{source.name} is already installed at {target}; "
+                          "`hermes plugins install --upgrade PATH` replaces it")
+    parent.mkdir(parents=True, exist_ok=True)
+    backup = Path(tempfile.mkdtemp(prefix=f".{source.name}-", dir=parent)) / "old"
+    if target.exists():
+        target.rename(backup)
+    try:
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        load_plugin_dir(target)
+    except Exception as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        if backup.exists():
+            backup.rename(target)
+        shutil.rmtree(backup.parent, ignore_errors=True)
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise PluginError(f"{source} does not load as a Hermes plugin, nothing was installed: "
+                          f"{detail}") from exc
+    shutil.rmtree(backup.parent, ignore_errors=True)
+    return source.name, kind, target
