@@ -701,6 +701,18 @@ def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
         problems.append(f"{provider}: {problem.splitlines()[0]}")
     else:
         lines.append(f"credentials for {provider}: present")
+    # A session store on a server (hermes-postgres) hangs its own check on its factory:
+    # ``factory.doctor(kernel) -> (lines, problems)``; the SQLite store needs none.
+    store_name = kernel.selected("session-store")
+    stores = kernel.registries.by_kind("session-store")
+    store_check = getattr(stores.get(store_name).factory, "doctor", None) if store_name in stores else None
+    if store_check is not None:
+        try:
+            store_lines, store_problems = store_check(kernel)
+            lines.extend(store_lines)
+            problems.extend(store_problems)
+        except Exception as exc:  # a broken check is itself the finding
+            problems.append(f"session store {store_name}: {type(exc).__name__}: {exc}")
     try:
         engine = kernel.create("context-engine")
         model = str(kernel.config.get("model.name"))

@@ -53,6 +53,16 @@ def open_store(kernel: Any) -> Any:
         connect_timeout=float(s["connect_timeout"]))
 
 
+def _doctor(kernel: Any) -> tuple[list[str], list[str]]:
+    from .doctor import doctor
+
+    return doctor(kernel)
+
+
+#: ``hermes doctor`` asks the selected store's factory for its checks.
+open_store.doctor = _doctor  # type: ignore[attr-defined]
+
+
 @hermes.hookimpl
 def hermes_register_session_stores(register: Any) -> None:
     """Register the ``postgres`` store."""

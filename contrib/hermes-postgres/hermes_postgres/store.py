@@ -179,7 +179,7 @@ def explain_connect_error(dsn: str, exc: BaseException) -> str:
     elif "No such file" in text or "Connection refused" in text or "could not connect" in text \
             or "timeout" in text.lower() or "could not translate host" in text:
         fix = "the server is not reachable: start PostgreSQL or correct host/port in plugins.postgres.dsn"
-    elif "invalid" in text and ("dsn" in text.lower() or "connection" in text or "conninfo" in text.lower()):
+    elif 'missing "="' in text or "invalid" in text or "URI" in text:
         fix = "plugins.postgres.dsn is not a valid DSN (postgresql://user@host/db or 'host=… dbname=…')"
     else:
         fix = "check the server and plugins.postgres.dsn"

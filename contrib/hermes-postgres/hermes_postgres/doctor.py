@@ -1,0 +1,45 @@
+"""``hermes doctor`` for the postgres store: connect, show the server version, the
+schema version and this user's row counts, and name the fix when something is wrong.
+Never a traceback, never the password."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hermes
+
+
+def doctor(kernel: Any) -> tuple[list[str], list[str]]:
+    """``(lines, problems)`` for the doctor report."""
+    from . import open_store
+    from .store import PostgresSessionStore, mask_dsn
+
+    try:
+        settings = kernel.plugin_settings("postgres")
+    except Exception as exc:  # a bad setting is reported by the config check too
+        return [], [f"postgres: {hermes.redact_secrets(str(exc))}"]
+    dsn = settings.get("dsn") or ""
+    if not dsn:
+        return [], ["postgres: plugins.postgres.dsn is not set; give the server's DSN, e.g. "
+                    "dsn: {$env: HERMES_PG_DSN} with HERMES_PG_DSN=postgresql://hermes_app:…@db/hermes"]
+    try:
+        store: PostgresSessionStore = open_store(kernel)
+    except hermes.StoreError as exc:
+        return [], [f"postgres: {str(exc).splitlines()[0]}"]
+    except Exception as exc:
+        return [], [f"postgres: {type(exc).__name__}: {hermes.redact_secrets(str(exc)).splitlines()[0]}"]
+    try:
+        st = store.status()
+    except Exception as exc:
+        return [], [f"postgres: connected to {mask_dsn(dsn)} but could not read the store: "
+                    f"{hermes.redact_secrets(str(exc)).splitlines()[0]}"]
+    finally:
+        store.close()
+    lines = [f"postgres {st['server']} at {mask_dsn(dsn)}: schema {store.schema} v{st['schema_version']}, "
+             f"role {st['role']}, user {store.user!r}/{store.profile!r}: {st['sessions']} sessions, "
+             f"{st['messages']} messages"]
+    problems = []
+    if st["superuser"] or st["bypassrls"]:
+        problems.append(f"postgres: role {st['role']} is a superuser or has BYPASSRLS, so row-level security "
+                        "does not separate users; connect as an ordinary role (see the hermes-postgres README)")
+    return lines, problems
