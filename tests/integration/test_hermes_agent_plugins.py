@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -172,5 +172,125 @@ def test_shims_stay_out_of_sys_modules(upstream_home: Path) -> None:
     assert {n: sys.modules.get(n) for n in before} == before
 
 
-def _copy(src: Path, dst: Path) -> None:
-    shutil.copytree(src, dst, dirs_exist_ok=True)
+# -- upstream mem0 beside contrib/hermes-mem0, against the same fake LLM server ------------
+
+def _extraction(request: Any) -> Reply:
+    """mem0's fact-extraction prompt answered with one memory per user line; anything
+    else (embeddings are answered by the server itself) gets a plain reply."""
+    if "Memory Extractor" in (request.system or ""):
+        section = request.last_user_text.split("## New Messages", 1)[-1].split("##", 1)[0]
+        facts = [line[len("user: "):].strip() for line in section.splitlines() if line.startswith("user: ")]
+        return Reply(text=json.dumps({"memory": [{"text": f} for f in facts if f]}))
+    return Reply(text="ok")
+
+
+@pytest.fixture
+def mem0_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("mem0") is None:  # not imported: it reads MEM0_TELEMETRY once
+        pytest.skip("mem0ai is not installed")
+    for var in ("MEM0_API_KEY", "MEM0_HOST", "MEM0_USER_ID", "MEM0_MODE", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MEM0_TELEMETRY", "false")
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0-dir"))
+
+
+def test_upstream_mem0_beside_contrib(mem0_env: None, wheel: Path, tmp_path: Path, fake_llm: Any,
+                                      kernel_factory: Any) -> None:
+    import hermes_mem0
+
+    fake_llm.handler = _extraction
+    fact = "I drink green tea every morning"
+    # upstream, self-hosted ("oss") mode: mem0.json in the home, the same local stack
+    home = tmp_path / "up-home"
+    install_providers(wheel, home, ("mem0",))
+    llm = {"model": "fake-model", "api_key": "fake-key", "openai_base_url": fake_llm.openai_url}
+    (home / "mem0.json").write_text(json.dumps({"mode": "oss", "user_id": "u1", "oss": {
+        "vector_store": {"provider": "qdrant", "config": {
+            "path": str(tmp_path / "up-qdrant"), "collection_name": "hermes", "on_disk": True}},
+        "llm": {"provider": "openai", "config": {**llm, "temperature": 0.0}},
+        "embedder": {"provider": "openai", "config": {**llm, "model": "fake-embed", "embedding_dims": 64}}}}))
+    with hermes.Kernel(home=home, load_plugins=[], check_selection=False) as kernel:
+        kernel.register_plugin(load_plugin_dir(home / "plugins" / "mem0", name="upstream-mem0"), "upstream-mem0")
+        upstream = kernel.create("memory-provider", "upstream-mem0")
+        assert upstream.is_available()
+        upstream.initialize("s1", hermes_home=str(home), platform="cli", user_id="u1")
+        upstream.sync_turn(fact, "Noted, green tea it is.")
+        upstream._sync_thread.join(30)  # upstream syncs on its own thread
+        found = json.loads(upstream.handle_tool_call("mem0_search", {"query": fact}))
+        up_recall = upstream.prefetch(fact)
+        upstream.shutdown()
+    assert fact in json.dumps(found)
+
+    # contrib/hermes-mem0 in local mode on the same fake server
+    kernel = kernel_factory(config={"memory": {"provider": "mem0"}, "plugins": {"mem0": {
+        "mode": "local", "llm": {"base_url": fake_llm.openai_url, "api_key": "fake-key", "model": "fake-model"},
+        "embedder": {"model": "fake-embed", "dims": 64}, "prefetch_timeout": 10.0}}}, plugins=[hermes_mem0])
+    ours = kernel.create("memory-provider")
+    ours.initialize("s1", hermes_home=str(kernel.home), platform="cli", agent_context="primary")
+    ours.sync_turn(fact, "Noted, green tea it is.")
+    assert ours.flush(30)
+    our_recall = ours.prefetch(fact)
+    ours_found = json.loads(ours.handle_tool_call("mem0_search", {"query": fact}))
+    ours.shutdown()
+    assert f"- {fact}" in our_recall and fact in json.dumps(ours_found)
+    print(json.dumps({"upstream_prefetch": up_recall, "contrib_prefetch": our_recall,
+                      "upstream_search": found, "contrib_search": ours_found}, indent=1))
+
+
+# -- upstream honcho beside contrib/hermes-honcho, against the same fake Honcho server -------
+
+def test_upstream_honcho_beside_contrib(wheel: Path, tmp_path: Path, kernel_factory: Any,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("honcho") is None:
+        pytest.skip("honcho-ai is not installed")
+    import hermes_honcho
+
+    sys.path.insert(0, str(Path(hermes_honcho.__file__).parents[1] / "tests"))
+    try:
+        from fake_honcho import FakeHoncho
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))  # no ~/.hermes/honcho.json of the machine's
+    for var in ("HONCHO_API_KEY", "HONCHO_BASE_URL", "HONCHO_URL", "HONCHO_WORKSPACE_ID"):
+        monkeypatch.delenv(var, raising=False)
+    turn = ("I am training for a marathon", "Great, how many weeks to go?")
+    with FakeHoncho(api_key="hk-test") as server:
+        home = tmp_path / "up-home"
+        install_providers(wheel, home, ("honcho",))
+        # upstream sends a loopback server the key only from the host block ("hermes")
+        (home / "honcho.json").write_text(json.dumps({"baseUrl": server.url, "hosts": {"hermes": {
+            "apiKey": "hk-test", "workspace": "upstream", "peerName": "ada"}}}))
+        with hermes.Kernel(home=home, load_plugins=[], check_selection=False) as kernel:
+            kernel.register_plugin(load_plugin_dir(home / "plugins" / "honcho", name="upstream-honcho"),
+                                   "upstream-honcho")
+            upstream = kernel.create("memory-provider", "upstream-honcho")
+            assert upstream.is_available()
+            upstream.initialize("20260101_120000_abc123", hermes_home=str(home), platform="cli")
+            # upstream opens its session in the background and drops a turn synced before
+            # that is done (contrib queues it): wait, as a real turn's model call would
+            deadline = time.monotonic() + 15
+            while not upstream._session_ready() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert upstream._session_ready()
+            upstream.sync_turn(*turn)
+            upstream._sync_thread.join(15)
+            upstream.shutdown()
+        up_said = [(m["peer_id"], m["content"]) for m in server.messages("upstream")]
+
+        kernel = kernel_factory(config={"memory": {"provider": "honcho"}, "plugins": {"honcho": {
+            "base_url": server.url, "api_key": "hk-test", "max_retries": 0, "workspace": "contrib"}}},
+            plugins=[hermes_honcho])
+        ours = kernel.create("memory-provider")
+        ours.initialize("20260101_120000_abc123", hermes_home=str(kernel.home), platform="cli",
+                        agent_context="primary")
+        ours.sync_turn(*turn)
+        assert ours.flush(10)
+        ours.shutdown()
+        our_said = [(m["peer_id"], m["content"]) for m in server.messages("contrib")]
+    print(json.dumps({"upstream": up_said, "contrib": our_said}, indent=1))
+    assert [c for _, c in up_said] == list(turn)
+    assert [c for _, c in our_said] == list(turn)
