@@ -100,7 +100,8 @@ def test_search(populated: dict[str, str]) -> None:
     cjk = json.loads(run("sessions", "search", "麻婆豆腐", "--json").stdout)
     assert cjk[0]["mode"] == "trigram"
     human = run("sessions", "search", "postgres", "--role", "user")
-    assert human.exit_code == 0 and "[strict]" in human.stdout and ">>>" in human.stdout
+    assert human.exit_code == 0 and "[strict]" in human.stdout  # the match marked [so] off a terminal
+    assert "[Postgres]" in human.stdout and ">>>" not in human.stdout
     scoped = json.loads(run("sessions", "search", "indexes", "--session", populated["cont"], "--json").stdout)
     assert len(scoped) == 1
     assert run("sessions", "search", "xylophone").stdout.strip() == "No matches."
