@@ -46,6 +46,7 @@ def test_scaffold_layout_and_refusals(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "not a usable plugin name" in bad.output
 
 
+@pytest.mark.slow  # runs a pytest session of its own
 def test_generated_tests_pass_through_a_dist_info(tmp_path: Path) -> None:
     assert new(tmp_path, "recallx").exit_code == 0
     root = tmp_path / "hermes-recallx"
