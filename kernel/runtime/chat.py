@@ -808,6 +808,8 @@ def one_shot(kernel: Any, session_id: str | None, text: str, *, json_out: bool, 
             if json_out:
                 raise click.exceptions.Exit(1)
             raise HermesError(f"the model call failed: {result.error}")
+        if result.status == "interrupted":
+            raise click.exceptions.Exit(130)  # like any command stopped with Ctrl-C
     finally:
         agent.close("user_exit")
 

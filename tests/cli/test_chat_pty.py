@@ -404,3 +404,23 @@ def test_background_memory_write_notice_once_on_its_own_line(term, fake_llm, tmp
     assert notices[0].startswith("memory updated")  # its own line, not glued to text
     assert "Likes green tea." in (tmp_path / "memories" / "USER.md").read_text()
     assert t.leave() == 0
+
+
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
+def test_ctrl_c_during_a_one_shot_answer_exits_130_and_keeps_it(fake_llm, tmp_path):
+    words = " ".join(f"w{i}" for i in range(400))
+    fake_llm.queue(Reply(text=words, chunk_delay=0.05))
+    t = Term(tmp_path, fake_llm, "-q", "a long story please")
+    try:
+        t.expect(r"w20 ")
+        t.type(CTRL_C)
+        t.child.expect(pexpect.EOF, timeout=30)
+        t.child.close()
+        assert t.child.exitstatus == 130
+        assert "Traceback" not in t.seen + (t.child.before or "")
+    finally:
+        t.close()
+    with hermes.Kernel(home=tmp_path, autoload=False) as kernel:
+        sid = kernel.session_store.list_sessions(limit=1)[0]["id"]
+        answer = [m["content"] for m in kernel.session_store.get_messages(sid) if m["role"] == "assistant"]
+        assert answer and answer[-1].startswith("w0 w1") and "w399" not in answer[-1]
