@@ -228,3 +228,10 @@ def test_tool_results_without_a_name_show_the_tool_they_answer(store: SQLiteSess
         {"role": "tool", "content": "armadillo facts from the web", "tool_call_id": "call_7"}])
     hit = store.search_messages("armadillo")[0]
     assert hit["role"] == "tool" and hit["tool_name"] == "web_search"
+
+
+def test_highlight_is_bold_on_a_terminal_and_bracketed_otherwise() -> None:
+    from hermes.plugins.sessions.cli import _highlight
+
+    assert _highlight("a >>>match<<< here", True) == "a \x1b[1mmatch\x1b[22m here"
+    assert _highlight("a >>>match<<< here", False) == "a [match] here"
