@@ -7,6 +7,7 @@ order name                    renders
 ====  ======================  =====================================================
 100   identity                ``$HERMES_HOME/SOUL.md``, else the default identity
 200   tool_guidance           guidance for the memory, session_search, skills tools
+250   tool_use_enforcement    GPT/Codex-family models: act with tools, do not narrate
 300   memory_provider         the external memory provider's static block
 400   system_message          config ``prompt.system_message``
 500   memory_snapshot         the frozen MEMORY snapshot
@@ -157,6 +158,34 @@ class ToolGuidanceLayer(hermes.PromptLayer):
         if "skill_view" in tools or "skills_list" in tools:
             parts.append(SKILLS_GUIDANCE)
         return "\n\n".join(parts)
+
+
+TOOL_USE_ENFORCEMENT = (
+    "# Tool use\n"
+    "When a step needs a tool, call the tool in this reply. Do not describe the call you "
+    "would make, announce that you are about to act, or end your turn with a plan: act, "
+    "then report what the tool returned. Keep going until the task is done or you need "
+    "something only the user can give; if a tool fails, say so and try another way. Never "
+    "claim a result you did not get from a tool."
+)
+
+#: Model-name fragments of the families that need :data:`TOOL_USE_ENFORCEMENT` (they
+#: tend to narrate a tool call instead of making it).
+ENFORCED_MODEL_FAMILIES = ("gpt", "codex")
+
+
+class ToolUseEnforcementLayer(hermes.PromptLayer):
+    """Tool-use enforcement for GPT/Codex-family models (model name contains ``gpt`` or
+    ``codex``), when the session has tools: act with the tools instead of describing
+    what you would do."""
+
+    name, order = "tool_use_enforcement", 250
+
+    def render(self, ctx: hermes.PromptContext) -> str:
+        model = (ctx.model or "").lower()
+        if not ctx.tool_names or not any(f in model for f in ENFORCED_MODEL_FAMILIES):
+            return ""
+        return TOOL_USE_ENFORCEMENT
 
 
 class MemoryProviderLayer(hermes.PromptLayer):
@@ -316,7 +345,7 @@ class RecalledMemoryLayer(hermes.PromptLayer):
 
 #: Every default layer class, in order.
 DEFAULT_LAYERS: tuple[type[hermes.PromptLayer], ...] = (
-    IdentityLayer, ToolGuidanceLayer, MemoryProviderLayer, SystemMessageLayer,
+    IdentityLayer, ToolGuidanceLayer, ToolUseEnforcementLayer, MemoryProviderLayer, SystemMessageLayer,
     MemorySnapshotLayer, UserSnapshotLayer, SkillsIndexLayer, ContextFilesLayer,
     TimestampLayer, PlatformHintLayer,
     EphemeralSystemPromptLayer, PrefillLayer, RecalledMemoryLayer,

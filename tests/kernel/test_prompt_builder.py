@@ -345,7 +345,8 @@ def test_prompt_context_config_property(kernel):
 def test_default_plugin_layers_are_registered_in_order(kernel):
     builder = PromptBuilder(kernel)
     assert builder.layer_names == [
-        "identity", "tool_guidance", "memory_provider", "system_message", "memory_snapshot",
+        "identity", "tool_guidance", "tool_use_enforcement", "memory_provider", "system_message",
+        "memory_snapshot",
         "user_snapshot", "skills_index", "context_files", "timestamp", "platform_hint",
         "ephemeral_system_prompt", "prefill", "recalled_memory",
     ]
