@@ -108,10 +108,44 @@ def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
         check.memory_tool_results_kept()
         if any(row[2] == "user" and row[3] == text for i, row in committed.items() if i > base):
             history.append(text)
+        if rng.random() < 0.3:
+            # Kill the recovery too: the resume that repairs the transcript is itself a
+            # writer that can die half way.
+            fake.reset()
+            fake.handler = handle
+            again = Proc(["chat", "--continue", "-q", f"round {r}: recovering"], home)
+            kill_after(again, rng.uniform(0.0, 1.0), stats)
+            committed = read_messages(home)
+            check.all_static()
+            if any(row[3] == f"round {r}: recovering" for row in committed.values()):
+                history.append(f"round {r}: recovering")
         continue_succeeds(check, fake, expect_history=history)
         check.nothing_lost(committed, "by the next --continue")
         check.all_static()
         check.memory_tool_results_kept()
+    assert not check.problems, "\n".join(check.problems)
+
+
+@pytest.mark.faults(seeds=(1, 15))
+def test_first_run_killed_while_creating_the_home(home, fake, stats, seed):
+    """Kill the very first ``hermes chat`` on an empty home (while it creates state.db,
+    its schema and the memory directory), twice more, then let one finish."""
+    from hermes.testing.fakellm import Reply
+
+    rng = seeded(seed, "first-run")
+    write_config(home, fake, rng.choice(["openai", "anthropic"]))
+    fake.handler = lambda req: Reply(text="first answer", delay=rng.uniform(0.0, 0.3))
+    check = Checker(home, stats, f"first run seed={seed}")
+    for attempt in range(3):
+        proc = Proc(["chat", "-q", f"hello number {attempt}"], home)
+        kill_after(proc, rng.uniform(0.05, 0.8), stats)
+        check.all_static()
+    committed = read_messages(home)
+    proc = run(["chat", "-q", "finally"], home)
+    check.expect(proc.returncode == 0, f"the first complete run failed: {proc.stderr[-600:]}")
+    check.all_static()
+    check.nothing_lost(committed, "by the first complete run")
+    continue_succeeds(check, fake, expect_history=["finally"])
     assert not check.problems, "\n".join(check.problems)
 
 
