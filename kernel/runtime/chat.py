@@ -474,7 +474,9 @@ class Chat:
                               self.screen)
         elif name == "/title":
             if not arg:
-                say("usage: /title NAME", dim=True)
+                current = (agent.store.get_session(agent.session_id) or {}).get("title")
+                say(f"this session is titled {current!r}; /title NAME renames it" if current
+                    else "this session has no title yet; /title NAME names it", dim=True)
             else:
                 self.wait_for_title()  # a title being made must not land after this one
                 try:
