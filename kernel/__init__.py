@@ -23,7 +23,7 @@ PLUGIN_API_VERSION = 1
 _EXPORTS: dict[str, tuple[str, ...]] = {
     ".config": ("Config",),
     ".contracts": (
-        "CompactionEvent", "ContextEngine", "LLMClient", "LLMRequest", "LLMResponse",
+        "CompactionEvent", "ContextEngine", "ForgetReport", "ForgetRequest", "LLMClient", "LLMRequest", "LLMResponse",
         "MemoryProvider", "MemoryWriteEvent", "Message", "PromptContext", "PromptLayer",
         "SearchHit", "SessionInfo", "SessionStore", "StreamEvent", "Tool", "ToolContext",
         "TurnEvent", "Usage",
@@ -126,6 +126,8 @@ __all__ = [
     "ConflictError",
     "ContextFile",
     "ContextEngine",
+    "ForgetReport",
+    "ForgetRequest",
     "ContextLengthError",
     "HermesError",
     "HomeError",

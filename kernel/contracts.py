@@ -177,6 +177,49 @@ class MemoryWriteEvent:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class ForgetRequest:
+    """What ``hermes forget`` asks every store, context engine and memory provider to
+    forget (their optional ``forget`` method).
+
+    ``query`` is text to forget, matched case-insensitively as a substring (``""``: no
+    text filter); ``session_ids`` limits the request to those sessions (without a query:
+    forget those sessions entirely); ``before`` (unix seconds) limits it to what is older.
+    With ``dry_run`` nothing is changed: the component only reports what it would remove.
+    """
+
+    query: str = ""
+    session_ids: list[str] = field(default_factory=list)
+    before: float | None = None
+    dry_run: bool = True
+
+
+@dataclass
+class ForgetReport:
+    """A component's answer to a :class:`ForgetRequest`.
+
+    ``supported`` is ``False`` when the component cannot forget (``note`` says why and
+    what the user can do instead); ``found`` lists one short line per matching item
+    (what would be, or was, removed — never the full text); ``removed`` counts them once
+    done; ``sessions`` names the sessions involved; ``note`` adds anything the user must
+    know (for example, that a copy remains until a running chat closes)."""
+
+    component: str = ""
+    supported: bool = True
+    found: list[str] = field(default_factory=list)
+    removed: int = 0
+    sessions: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def cannot_forget(component: Any) -> ForgetReport:
+    """The default answer of a component without ``forget``."""
+    name = getattr(component, "name", "") or type(component).__name__
+    return ForgetReport(component=str(name), supported=False,
+                        note=f"{name} cannot forget: it does not implement forget(); remove the "
+                             "text with that component's own tools")
+
+
 # --------------------------------------------------------------------------------------
 # Tools
 # --------------------------------------------------------------------------------------
@@ -429,6 +472,14 @@ class ContextEngine(ABC):
     def on_session_end(self, session_id: str, messages: list[Message]) -> None:
         """A session ends at a real boundary (exit, ``/new``, expiry), never per turn."""
 
+    def forget(self, request: ForgetRequest) -> ForgetReport:
+        """Forget what ``request`` names from everything this engine keeps (a lossless
+        engine's own store of messages and summaries): with ``request.dry_run`` only
+        report it. The text must be gone from the engine's indexes and files, not only
+        hidden. The default says the engine cannot forget; an engine that keeps nothing
+        between calls returns an empty, supported report."""
+        return cannot_forget(self)
+
     def on_session_reset(self) -> None:
         """``/new`` or ``/reset``: zero the usage figures and the compaction count (to
         ``0``, deliberately not the ``-1`` "awaiting usage" sentinel)."""
@@ -578,6 +629,13 @@ class MemoryProvider(ABC):
 
     def shutdown(self) -> None:
         """Flush queues and close connections. Called once, bounded in time."""
+
+    def forget(self, request: ForgetRequest) -> ForgetReport:
+        """Forget what ``request`` names (matching memories, and what was stored from
+        ``request.session_ids``), or with ``request.dry_run`` only report it
+        (``hermes forget``). The default says the provider cannot forget, and the
+        command tells the user."""
+        return cannot_forget(self)
 
     def on_turn_start(self, turn_number: int, message: str, **kwargs: Any) -> None:
         """A user turn starts (kwargs may hold ``model``, ``platform``)."""
@@ -1117,6 +1175,14 @@ class SessionStore(ABC):
     @abstractmethod
     def set_meta(self, key: str, value: str | None) -> None:
         """Set (``None``: delete) a bookkeeping value."""
+
+    def forget(self, request: ForgetRequest) -> ForgetReport:
+        """Forget what ``request`` names (``hermes forget``): the text in messages, tool
+        calls, titles and system prompts, or whole sessions; with ``request.dry_run``
+        only report it. Removed text must be gone from the search indexes and from the
+        files (for SQLite: secure_delete, an FTS optimize, VACUUM, a WAL truncation), not
+        only hidden. The default says the store cannot forget."""
+        return cannot_forget(self)
 
     def close(self) -> None:
         """Release connections. The store must not be used afterwards."""

@@ -18,4 +18,5 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("sqlite-sessions", "hermes.plugins.sessions"),
     ("session-search", "hermes.plugins.session_search"),
     ("backup", "hermes.plugins.backup"),
+    ("forget", "hermes.plugins.forget"),
 )

@@ -547,6 +547,11 @@ class Compressor(hermes.ContextEngine):
         self._reset_state()
         self.last_compression = None
 
+    def forget(self, request: hermes.ForgetRequest) -> hermes.ForgetReport:
+        """The compressor keeps nothing between calls (summaries live in the session
+        store's messages), so there is nothing of its own to forget."""
+        return hermes.ForgetReport(component=f"context engine {self.name}", note="keeps no copies")
+
     def on_session_reset(self) -> None:
         """``/new``: zero the counters and clear the summary, guards and calibration."""
         super().on_session_reset()

@@ -186,6 +186,39 @@ class Journal:
             for line in reversed(keep):
                 fh.write(line.decode("utf-8") + "\n")
 
+    def scrub(self, pattern: Any, replacement: str) -> int:
+        """Replace every match of ``pattern`` (a compiled regex) in the records' texts and
+        in the shadow copies (``hermes forget``); returns how many records changed. The
+        journal is rewritten atomically, so the old text leaves the file."""
+        changed = 0
+        with self._locked():
+            lines = []
+            for rec in self.records():
+                hit = False
+                for key in ("old", "new"):
+                    value = rec.get(key)
+                    if isinstance(value, str) and pattern.search(value):
+                        rec[key] = pattern.sub(replacement, value)
+                        hit = True
+                if hit:
+                    rec["forgotten"] = True
+                    changed += 1
+                lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
+            if changed:
+                with hermes.atomic_writer(self.path, mode=0o600) as fh:
+                    fh.writelines(lines)
+            shadows = self.directory / SHADOW_DIR
+            for shadow in sorted(shadows.iterdir()) if shadows.is_dir() else []:
+                text = self.shadow(shadow.name)
+                if text is not None and pattern.search(text):
+                    self.set_shadow(shadow.name, pattern.sub(replacement, text))
+        return changed
+
+    def matches(self, pattern: Any) -> int:
+        """How many records hold text matching ``pattern``."""
+        return sum(1 for rec in self.records()
+                   if any(isinstance(rec.get(k), str) and pattern.search(rec[k]) for k in ("old", "new")))
+
     def size(self) -> int:
         try:
             return self.path.stat().st_size

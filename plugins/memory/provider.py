@@ -147,6 +147,11 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
                 on_commit(action)
         return json.dumps(outcome.data, ensure_ascii=False)
 
+    def forget(self, request: hermes.ForgetRequest) -> hermes.ForgetReport:
+        """Remove entries holding ``request.query`` and scrub the text from the history
+        and drift backups (``hermes forget``)."""
+        return _forget(self, request)
+
     def run(self, args: dict[str, Any], *, who: str = "", origin: str = "tool") -> Outcome:
         """Apply one ``memory`` tool call and count failures for the per-turn cap."""
         if not self.store.targets:
@@ -179,6 +184,16 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
                           "calls — leave memory unchanged for now and continue with your reply."),
             })
         return outcome
+
+
+def _forget(provider: BuiltinMemoryProvider, request: hermes.ForgetRequest) -> hermes.ForgetReport:
+    report = hermes.ForgetReport(component="builtin memory (MEMORY.md, USER.md)")
+    if not request.query.strip():
+        report.note = "curated entries are matched by text; give a QUERY to forget them"
+        return report
+    report.found, report.removed, report.note = provider.store.forget(
+        request.query.strip(), dry_run=request.dry_run)
+    return report
 
 
 def describe_files(store: MemoryStore) -> dict[str, str]:

@@ -637,6 +637,47 @@ class MemoryStore:
             outcome.data["message"] = f"Undid change #{rec['id']} ({action} in {FILES[target]})."
         return outcome
 
+    def forget(self, query: str, *, dry_run: bool = True, who: str = "cli") -> tuple[list[str], int, str]:
+        """``hermes forget`` on the curated memory: the entries holding ``query``
+        (case-insensitive) are removed through :meth:`apply`, and every copy of the text
+        is replaced with ``[forgotten]`` in the history, its shadow copies and the drift
+        backups. Returns (one line per item found, items removed, a note)."""
+        pattern = re.compile(re.escape(query), re.IGNORECASE)
+        found: list[str] = []
+        notes: list[str] = []
+        matches: dict[str, list[str]] = {}
+        for target in FILES:
+            try:
+                matches[target] = [e for e in self.entries(target) if pattern.search(e)]
+            except MemoryFileError as exc:
+                notes.append(str(exc))
+                continue
+            found += [f"{FILES[target]} entry: {preview(e)}" for e in matches[target]]
+        in_history = self.journal.matches(pattern)
+        if in_history:
+            found.append(f"{in_history} record(s) in {self.journal.path}")
+        backups = [p for t in FILES for p in sorted(self.directory.glob(f"{FILES[t]}.bak.*"))
+                   if _holds(p, pattern)]
+        found += [f"drift backup {p}" for p in backups]
+        if dry_run or not found:
+            return found, 0, " ".join(notes)
+        removed = 0
+        for target, entries in matches.items():
+            if not entries:
+                continue
+            outcome = self.apply(target, [{"action": "remove", "old_text": e} for e in entries],
+                                 batch=True, who=who, origin="forget")
+            if outcome.ok:
+                removed += len(entries)
+            else:
+                notes.append(f"{FILES[target]}: {outcome.data.get('error')}")
+        removed += self.journal.scrub(pattern, "[forgotten]")
+        for path in backups:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            hermes.atomic_write_text(path, pattern.sub("[forgotten]", text))
+            removed += 1
+        return found, removed, " ".join(notes)
+
     # -- helpers --------------------------------------------------------------------------
 
     @staticmethod
@@ -753,3 +794,10 @@ class MemoryStore:
                 data["usage"] = self.usage(target, entries)
         data.update(extra)
         return Outcome(data)
+
+
+def _holds(path: Path, pattern: re.Pattern[str]) -> bool:
+    try:
+        return bool(pattern.search(path.read_text(encoding="utf-8", errors="replace")))
+    except OSError:
+        return False

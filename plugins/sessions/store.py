@@ -1236,6 +1236,12 @@ class SQLiteSessionStore(hermes.SessionStore):
             self._write(lambda c: c.execute(
                 "INSERT OR REPLACE INTO state_meta (key, value) VALUES (?, ?)", (key, str(value))))
 
+    def forget(self, request: hermes.ForgetRequest) -> hermes.ForgetReport:
+        """See :mod:`hermes.plugins.sessions.forget` (``hermes forget``)."""
+        from .forget import forget
+
+        return forget(self, request)
+
     def check_integrity(self) -> list[str]:
         """Problems found by SQLite's and FTS5's own integrity checks (``[]`` when sound)."""
         problems: list[str] = []
