@@ -34,6 +34,7 @@ from ..contracts import (
     Usage,
 )
 from ..errors import ContextLengthError, HermesError, LLMError, StoreError
+from ..pricing import estimate_cost, load_prices
 from ..util import estimate_messages_tokens
 from .memory_manager import _call_filtered
 from .session_lock import SessionLock
@@ -160,6 +161,7 @@ class Agent:
         self.budget = budget or (parent.budget if parent else IterationBudget(cfg.get("agent.max_iterations")))
         self.max_parallel = int(cfg.get("agent.max_parallel_tools") or 8)
         self.store = kernel.session_store
+        self.prices = load_prices(kernel.home)  # for each session's estimated_cost_usd
         self.engine = kernel.create("context-engine")
         self.context_length = self._resolve_context_length()
         # Per-model thresholds are the host's to hand over before the first update_model.
@@ -584,6 +586,7 @@ class Agent:
                 cache_read_tokens=response.usage.cache_read_tokens,
                 cache_write_tokens=response.usage.cache_write_tokens,
                 reasoning_tokens=response.usage.reasoning_tokens, model=self.model,
+                estimated_cost_usd=estimate_cost(response.model or self.model, response.usage, self.prices),
             )
         except StoreError as exc:  # bookkeeping: the conversation itself is stored
             self._notice(f"the usage of this call was not counted: {exc}")
