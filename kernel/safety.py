@@ -218,6 +218,9 @@ class ThreatRule:
     #: How far (characters) a match may reach from a prefilter word: in a long text the
     #: pattern is searched only this close to where its words occur.
     reach: int = 200
+    #: When set, a match holds an ``any`` word and an ``also`` word at most this many
+    #: characters apart, and the pattern is searched only around such pairs.
+    pair: int = 0
     #: How many characters around a match ``inner`` also looks at (the verb before a
     #: file name, the addressee after an order) …
     window: int = 0
@@ -309,7 +312,8 @@ class RuleSet:
         return {r.id: i for i, r in enumerate(self.rules)}
 
     @cached_property
-    def _index(self) -> tuple[dict[str, dict[str, tuple[int, ...]]], frozenset[str], tuple[tuple[str, str], ...]]:
+    def _index(self) -> tuple[dict[str, dict[str, tuple[int, ...]]], frozenset[str],
+                              dict[str, tuple[tuple[str, str], ...]]]:
         # Per scope, trigger -> indexes of the rules listing it (under ``any``); the set
         # of word triggers; and the substring triggers as (key, needle) pairs.
         per_scope: dict[str, dict[str, tuple[int, ...]]] = {}
@@ -321,18 +325,22 @@ class RuleSet:
             per_scope[scope] = {t: tuple(v) for t, v in index.items()}
         every = {t for r in self.rules for t in r.any | r.also}
         words = frozenset(t for t in every if _is_word(t))
-        subs = tuple(sorted((t, t.rstrip("\x00")) for t in every if not _is_word(t)))
-        return per_scope, words, subs
+        # Substring needles grouped by their first character: a text only pays for the
+        # needles that start with a character it contains.
+        subs: dict[str, list[tuple[str, str]]] = {}
+        for t in sorted(every):
+            if not _is_word(t):
+                needle = t.rstrip("\x00")
+                subs.setdefault(needle[0], []).append((t, needle))
+        return per_scope, words, {c: tuple(v) for c, v in subs.items()}
 
     def triggered(self, text_lower: str, words: Iterable[str], substrings: bool = True) -> set[str]:
         """The triggers (words and substrings) present in a lower-cased text."""
         _, word_triggers, subs = self._index
         hits = set(word_triggers.intersection(words))
         if substrings:
-            # Only needles whose first character occurs at all (a cheap set lookup
-            # skips the CJK needles in a German text and so on).
-            chars = set(text_lower)
-            hits.update(key for key, needle in subs if needle[0] in chars and needle in text_lower)
+            for first in subs.keys() & set(text_lower):
+                hits.update(key for key, needle in subs[first] if needle in text_lower)
         return hits
 
     def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
@@ -444,6 +452,7 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
             window=int(item.get("window", 0)),
             unless_window=int(item.get("unless_window", 0)),
             reach=int(item.get("reach", 200)),
+            pair=int(item.get("pair", 0)),
         )
         try:
             rule.regex, rule._inner, rule._unless  # noqa: B018 — compile now to name the bad rule
@@ -675,8 +684,10 @@ def _is_word_char(ch: str) -> bool:
 
 
 # Texts up to this long are searched whole by every candidate rule; longer ones only
-# near the rule's prefilter words (see ThreatRule.reach).
+# near the rule's prefilter words (see ThreatRule.reach) …
 _WHOLE_TEXT = 2048
+# … and, for rules with ``pair``, texts over this long only around pairs of words.
+_PAIR_TEXT = 512
 
 
 def _windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> list[tuple[int, int]] | None:
@@ -692,6 +703,24 @@ def _windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> 
     return None if sum(hi - lo for lo, hi in merged) > 0.7 * length else merged
 
 
+def _pair_windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> list[tuple[int, int]]:
+    """For a rule whose match needs a word of ``any`` and a word of ``also`` at most
+    ``rule.pair`` characters apart: small ranges around each such pair (none, and the
+    pattern never runs, when the two never come that close)."""
+    firsts = sorted(p for t in rule.any for p in positions.get(t, ()))
+    seconds = sorted(p for t in rule.also for p in positions.get(t, ()))
+    spans = []
+    for p in firsts:
+        i = bisect.bisect_left(seconds, p - rule.pair)
+        while i < len(seconds) and seconds[i] <= p + rule.pair:
+            q = seconds[i]
+            spans.append((max(0, min(p, q) - 60), min(length, max(p, q) + 100)))
+            i += 1
+            if len(spans) > 256:
+                return [(0, length)]
+    return _merge(spans)
+
+
 def _match_layer(rules: RuleSet, scope: str, text: str, *,
                  substrings: bool = True) -> list[tuple[ThreatRule, tuple[int, int], str]]:
     """Every rule's first acceptable match in ``text``; for weak rules (weight under
@@ -700,11 +729,16 @@ def _match_layer(rules: RuleSet, scope: str, text: str, *,
     words = _WORD_RE.findall(lower)
     hits = rules.triggered(lower, words, substrings)
     candidates = rules.candidates(scope, hits)
-    positions = _trigger_positions(lower, hits) if len(text) > _WHOLE_TEXT and candidates else {}
+    long_text = len(text) > _WHOLE_TEXT
+    paired = len(text) > _PAIR_TEXT
+    positions = _trigger_positions(lower, hits) if candidates and (long_text or paired and any(r.pair for r in candidates)) else {}
     out = []
     same = lower if len(lower) == len(text) else None  # lower() can lengthen a few letters
     for rule in candidates:
-        windows = _windows(rule, positions, len(text)) if positions else None
+        if rule.pair and paired:
+            windows: list[tuple[int, int]] | None = _pair_windows(rule, positions, len(text))
+        else:
+            windows = _windows(rule, positions, len(text)) if long_text else None
         ranges = windows if windows is not None else [(0, len(text))]
         more = 16 if rule.weight < rules.threshold else 1
         for lo, hi in ranges:
@@ -742,11 +776,15 @@ class _SpanMap:
         info: list[tuple[int, int]] = []
         norm = raw_at = 0
         for m in _NON_ASCII_RE.finditer(self.raw):
+            run = m.group(0)
+            if unicodedata.is_normalized("NFKC", run) and not _FORMAT_RE.search(run):
+                continue  # one to one, like ASCII
             norm += m.start() - raw_at
-            for k, ch in enumerate(m.group(0)):
+            for k, ch in enumerate(run):
                 n = 0 if _FORMAT_RE.match(ch) else len(unicodedata.normalize("NFKC", ch))
-                starts.append(norm)
-                info.append((m.start() + k, n))
+                if n != 1:  # only characters that change the count need a break
+                    starts.append(norm)
+                    info.append((m.start() + k, n))
                 norm += n
             raw_at = m.end()
         return starts, info
