@@ -11,7 +11,7 @@ import hermes
 
 def doctor(kernel: Any) -> tuple[list[str], list[str]]:
     """``(lines, problems)`` for the doctor report."""
-    from . import open_store
+    from . import open_store, schema
     from .store import PostgresSessionStore, mask_dsn
 
     try:
@@ -38,6 +38,10 @@ def doctor(kernel: Any) -> tuple[list[str], list[str]]:
     lines = [f"postgres {st['server']} at {mask_dsn(dsn)}: schema {store.schema} v{st['schema_version']}, "
              f"role {st['role']}, user {store.user!r}/{store.profile!r}: {st['sessions']} sessions, "
              f"{st['messages']} messages"]
+    if not st["search_indexed"]:
+        lines.append("postgres: searches scan every message (row-level security keeps them off the indexes); "
+                     "for speed past ~100k messages an administrator runs once in this database: "
+                     + " ".join(schema.ADMIN_SQL.split()))
     problems = []
     if st["superuser"] or st["bypassrls"]:
         problems.append(f"postgres: role {st['role']} is a superuser or has BYPASSRLS, so row-level security "

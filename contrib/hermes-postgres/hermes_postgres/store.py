@@ -768,39 +768,53 @@ class PostgresSessionStore(hermes.SessionStore):
                 hits += self._run_stage(conn, stage, filter_sql, filter_params, need - len(hits),
                                         [h["id"] for h in hits])
             page = hits[offset:need]
-            for hit in page:
-                self._decorate(conn, hit)
+            self._decorate(conn, page)
             return page
 
         return self._read(run)
 
     @staticmethod
-    def _decorate(conn: Any, hit: dict[str, Any]) -> None:
+    def _decorate(conn: Any, page: list[hermes.SearchHit]) -> None:
         """Context (one message before and after), position in the session, and the
-        called tool of a nameless tool result."""
+        called tool of a nameless tool result, for every hit of the page in one query."""
+        if not page:
+            return
+        neighbour = ("(SELECT json_build_object('id', p.id, 'role', p.role, 'content', left(coalesce(p.content, ''), "
+                     f"{_CONTEXT_CHARS})) FROM messages p WHERE p.session_id = h.sid AND p.id {{}} h.id "
+                     "ORDER BY p.id {} LIMIT 1)")
         rows = conn.execute(
-            "(SELECT id, role, content FROM messages WHERE session_id = %s AND id < %s ORDER BY id DESC LIMIT 1) "
-            "UNION ALL (SELECT id, role, content FROM messages WHERE session_id = %s AND id > %s ORDER BY id LIMIT 1)",
-            (hit["session_id"], hit["id"], hit["session_id"], hit["id"])).fetchall()
-        hit["context"] = [{"id": r["id"], "role": r["role"], "content": (r["content"] or "")[:_CONTEXT_CHARS]}
-                          for r in sorted(rows, key=lambda r: r["id"])]
-        hit["position"] = conn.execute("SELECT count(*) AS n FROM messages WHERE session_id = %s AND id <= %s",
-                                       (hit["session_id"], hit["id"])).fetchone()["n"]
-        if hit["role"] == "tool" and not hit.get("tool_name"):
-            me = conn.execute("SELECT tool_call_id FROM messages WHERE id = %s", (hit["id"],)).fetchone()
-            for row in conn.execute(
-                    "SELECT tool_calls FROM messages WHERE session_id = %s AND id < %s AND role = 'assistant' "
-                    "AND tool_calls IS NOT NULL ORDER BY id DESC LIMIT 50", (hit["session_id"], hit["id"])):
-                calls = _decode_json(row["tool_calls"])
-                for call in calls if isinstance(calls, list) else []:
-                    if isinstance(call, dict) and me and call.get("id") == me["tool_call_id"]:
-                        hit["tool_name"] = (call.get("function") or {}).get("name")
-                        return
+            "SELECT h.id, (SELECT count(*) FROM messages p WHERE p.session_id = h.sid AND p.id <= h.id) AS position, "
+            f"{neighbour.format('<', 'DESC')} AS before, {neighbour.format('>', 'ASC')} AS after, "
+            "(SELECT tool_call_id FROM messages t WHERE t.id = h.id) AS call_id "
+            "FROM unnest(%s::bigint[], %s::text[]) AS h(id, sid)",
+            ([h["id"] for h in page], [h["session_id"] for h in page])).fetchall()
+        extra = {r["id"]: r for r in rows}
+        for hit in page:
+            r = extra[hit["id"]]
+            hit["context"] = [c for c in (r["before"], r["after"]) if c]
+            hit["position"] = int(r["position"])
+            if hit["role"] == "tool" and not hit.get("tool_name") and r["call_id"]:
+                hit["tool_name"] = PostgresSessionStore._called_tool(conn, hit, r["call_id"])
+
+    @staticmethod
+    def _called_tool(conn: Any, hit: hermes.SearchHit, call_id: str) -> str | None:
+        """The tool a nameless result answers: the name in the earlier assistant call
+        with its ``tool_call_id`` (OpenAI-format imports carry only the id)."""
+        for row in conn.execute(
+                "SELECT tool_calls FROM messages WHERE session_id = %s AND id < %s AND role = 'assistant' "
+                "AND tool_calls IS NOT NULL ORDER BY id DESC LIMIT 50", (hit["session_id"], hit["id"])):
+            calls = _decode_json(row["tool_calls"])
+            for call in calls if isinstance(calls, list) else []:
+                if isinstance(call, dict) and call.get("id") == call_id:
+                    fn = call.get("function")
+                    return fn.get("name") if isinstance(fn, dict) else None
+        return None
 
     @staticmethod
     def _rank_limit(conn: Any) -> int:
-        total = conn.execute("SELECT count(*) AS n FROM messages").fetchone()["n"]
-        return max(RANK_LIMIT, int(total * RANK_SHARE))
+        # The planner's row estimate (every user's rows): a count would scan the table.
+        row = conn.execute("SELECT reltuples AS n FROM pg_class WHERE oid = 'messages'::regclass").fetchone()
+        return max(RANK_LIMIT, int(max(0.0, float(row["n"] if row else 0)) * RANK_SHARE))
 
     def _run_stage(self, conn: Any, stage: Rendered, filter_sql: str, filter_params: list[Any], count: int,
                    exclude: list[int]) -> list[hermes.SearchHit]:
@@ -825,7 +839,7 @@ class PostgresSessionStore(hermes.SessionStore):
             # ts_rank reads every match's vector: past rank_limit matches (every term very
             # common) list the newest instead, and say so in the mode.
             cap = self._rank_limit(conn)
-            n = conn.execute(f"SELECT count(*) AS n FROM (SELECT 1 FROM messages m {_SESSION_JOIN} "
+            n = conn.execute(f"SELECT count(*) AS n FROM (SELECT 1 FROM messages m "
                              f"WHERE {' AND '.join(where)} LIMIT %s) x", (*params, cap)).fetchone()["n"]
             if n == 0:
                 return []
@@ -866,9 +880,13 @@ class PostgresSessionStore(hermes.SessionStore):
             order = f"score, length({pgschema.OWN_TEXT}), m.id DESC"
         else:
             order = "m.id DESC"
-        sql = (f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, m.tool_text, s.source, "
-               f"s.model, s.started_at AS session_started, s.title AS session_title, {extra_select} AS score "
-               f"FROM messages m {_SESSION_JOIN} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s")
+        # The hits first (a MATERIALIZED CTE keeps the planner on the search index: it
+        # cannot know how many rows row-level security leaves), then their sessions.
+        sql = (f"WITH found AS MATERIALIZED (SELECT m.id, m.hermes_user, m.hermes_profile, m.session_id, m.role, "
+               f"m.timestamp, m.tool_name, m.content, m.tool_text, {extra_select} AS score FROM messages m "
+               f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s) "
+               "SELECT m.*, s.source, s.model, s.started_at AS session_started, s.title AS session_title "
+               f"FROM found m {_SESSION_JOIN} ORDER BY {order}")
         rows = conn.execute(sql, (*extra_params, *params, count)).fetchall()
         hits: list[hermes.SearchHit] = []
         exact, prefixes = highlight_terms(stage.stage) if stage.tsquery is not None else ([], [])
@@ -932,6 +950,7 @@ class PostgresSessionStore(hermes.SessionStore):
                 "FROM pg_roles r WHERE r.rolname = current_user").fetchone()
             out = dict(row)
             out["schema_version"] = pgschema.current_version(conn, self.schema)
+            out["search_indexed"] = pgschema.search_uses_indexes(conn)
             return out
 
         return self._read(query)
@@ -953,12 +972,16 @@ def _filters(*, source_filter: Any = None, exclude_sources: Any = None, role_fil
             return [v.strip() for v in value.split(",") if v.strip()]
         return [str(v) for v in value]
 
-    for column, values, negate in (("s.source", as_list(source_filter), False),
-                                   ("s.source", as_list(exclude_sources), True),
-                                   ("m.role", as_list(role_filter), False)):
+    # Conditions on the message only (sources as a semi-join), so the planner starts
+    # from the search index and looks sessions up for the few hits.
+    sources, excluded, roles = as_list(source_filter), as_list(exclude_sources), as_list(role_filter)
+    for values, cond in ((sources, "f.source = ANY(%s)"), (excluded, "f.source <> ALL(%s)")):
         if values:
-            where.append(f"{column} <> ALL(%s)" if negate else f"{column} = ANY(%s)")
+            where.append(f"EXISTS (SELECT 1 FROM sessions f WHERE f.id = m.session_id AND {cond})")
             params.append(values)
+    if roles:
+        where.append("m.role = ANY(%s)")
+        params.append(roles)
     if session_id:
         where.append("m.session_id = %s")
         params.append(str(session_id))

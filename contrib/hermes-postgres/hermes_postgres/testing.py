@@ -147,12 +147,17 @@ def start_cluster(*, max_connections: int = 300) -> Cluster:
 
 def _provision(cluster: Cluster) -> None:
     """The application role (password login, no superuser, no BYPASSRLS) owning the
-    database ``hermes``; row-level security then binds it too (FORCE)."""
+    database ``hermes`` (row-level security binds it too: FORCE), and the administrator's
+    one-time search setup (:data:`hermes_postgres.schema.ADMIN_SQL`)."""
     import psycopg
 
     with psycopg.connect(cluster.admin_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '{APP_PASSWORD}'")
         conn.execute(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE}")
+    from .schema import ADMIN_SQL
+
+    with psycopg.connect(cluster._dsn("postgres", ADMIN_PASSWORD, DATABASE), autocommit=True) as conn:
+        conn.execute(ADMIN_SQL)  # what the README asks an administrator to run
 
 
 if __name__ == "__main__":  # python -m hermes_postgres.testing: a server for manual tries

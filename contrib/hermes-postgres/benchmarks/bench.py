@@ -1,0 +1,226 @@
+"""The postgres session store beside the SQLite store, in one run (JSON lines on stdout).
+
+    python contrib/hermes-postgres/benchmarks/bench.py [--sizes 100000] [--writers 16]
+        [--dsn DSN]   # default: a throwaway cluster (hermes_postgres.testing)
+
+Measures, for both stores: appending one message per transaction (latency p50/p95 and
+rate), a bulk import (``append_messages`` in a ``batch``, messages/s), search latency
+p50/p95 per query kind at each size, and the total throughput of N writer processes
+appending one message per transaction each to its own session. Every line carries
+``store``; compare the two stores' lines of one run (same machine, same moment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+T0 = 1_700_000_000.0
+_SYLLABLES = ["ka", "lo", "mi", "ren", "sto", "va", "qui", "der", "pan", "tor", "el", "shu", "ba", "nix", "or"]
+_CJK_WORDS = ["数据库", "迁移", "缓存", "问题", "解决", "方案", "记忆", "断裂", "服务器", "部署", "测试", "日志",
+              "东京", "天気", "漓江", "桂林", "网络", "配置", "用户", "模型"]
+_ENGLISH = ("the a to of and in is it for on with that this was we you deploy database staging postgres "
+            "backup cluster restart config server error fixed test release migrate cache latency").split()
+
+
+def vocabulary(n: int = 20_000, seed: int = 7) -> list[str]:
+    rnd = random.Random(seed)
+    words: set[str] = set()
+    while len(words) < n:
+        words.add("".join(rnd.choice(_SYLLABLES) for _ in range(rnd.randint(2, 4))))
+    return _ENGLISH + sorted(words)
+
+
+def corpus(total: int, per_session: int = 50, seed: int = 11) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Sessions of synthetic messages: Zipf-distributed words, 5% CJK sentences."""
+    rnd = random.Random(seed)
+    vocab = vocabulary()
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    sessions = []
+    for s in range(total // per_session):
+        msgs = []
+        for i in range(per_session):
+            ts = T0 + s * 600 + i
+            if rnd.random() < 0.05:
+                text = "".join(rnd.choice(_CJK_WORDS) for _ in range(rnd.randint(4, 10)))
+            else:
+                text = " ".join(rnd.choices(vocab, weights, k=rnd.randint(8, 40)))
+            msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": ts})
+        sessions.append((f"s{s:07d}", msgs))
+    return sessions
+
+
+def queries(seed: int = 5) -> dict[str, list[str]]:
+    rnd = random.Random(seed)
+    vocab = vocabulary()
+    rare = vocab[5000:20000]
+    mid = vocab[200:2000]
+    return {
+        "word-rare": rnd.sample(rare, 20),
+        "word-common": rnd.sample(_ENGLISH[9:], 10) + rnd.sample(vocab[40:80], 10),
+        "two-words": [f"{rnd.choice(mid)} {rnd.choice(mid)}" for _ in range(20)],
+        "phrase": [f'"{rnd.choice(mid)} {rnd.choice(mid)}"' for _ in range(20)],
+        "prefix": [rnd.choice(mid)[:4] + "*" for _ in range(20)],
+        "or": [f"{rnd.choice(rare)} OR {rnd.choice(rare)}" for _ in range(20)],
+        "question": [f"when did we talk about the {rnd.choice(mid)} and {rnd.choice(rare)}?" for _ in range(20)],
+        "cjk-trigram": [rnd.choice(["数据库", "服务器"]) + rnd.choice(_CJK_WORDS)[:1] for _ in range(10)]
+        + rnd.sample(["数据库", "服务器"], 2) * 5,
+        "cjk-like": [w[:2] for w in rnd.sample(_CJK_WORDS, 20)],
+        "cjk-question": [f"我们什么时候讨论了{rnd.choice(_CJK_WORDS)}{rnd.choice(_CJK_WORDS)}的问题？" for _ in range(20)],
+    }
+
+
+def open_store(kind: str, target: str, user: str = "bench") -> Any:
+    if kind == "sqlite":
+        from hermes.plugins.sessions.store import SQLiteSessionStore
+
+        return SQLiteSessionStore(target)
+    from hermes_postgres.store import PostgresSessionStore
+
+    return PostgresSessionStore(target, user=user, pool_max=2)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] * 1000.0
+
+
+def emit(**row: Any) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def bench_append(kind: str, target: str, n: int) -> None:
+    store = open_store(kind, target, user="bench-append")
+    sid = store.create_session("append")
+    times = []
+    started = time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter()
+        store.append_message(sid, "user", f"append number {i} about the staging cluster")
+        times.append(time.perf_counter() - t)
+    total = time.perf_counter() - started
+    store.close()
+    emit(bench="append-one-per-transaction", store=kind, messages=n, per_second=round(n / total),
+         p50_ms=round(pct(times, 0.5), 2), p95_ms=round(pct(times, 0.95), 2))
+
+
+def bench_import(kind: str, target: str, sessions: list[tuple[str, list[dict[str, Any]]]], size: int) -> None:
+    store = open_store(kind, target)
+    started = time.perf_counter()
+    n = 0
+    for start in range(0, len(sessions), 40):  # ~2,000 messages per batch, like the importer
+        with store.batch():
+            for sid, msgs in sessions[start:start + 40]:
+                store.create_session(sid, started_at=msgs[0]["timestamp"])
+                store.append_messages(sid, msgs)
+                n += len(msgs)
+    total = time.perf_counter() - started
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE hermes.messages")
+    if kind == "sqlite":
+        store.optimize()
+    store.close()
+    emit(bench="bulk-import", store=kind, size=size, messages=n, seconds=round(total, 1),
+         per_second=round(n / total))
+
+
+def bench_search(kind: str, target: str, size: int) -> None:
+    store = open_store(kind, target)
+    for name, qs in queries().items():
+        store.search_messages(qs[0])  # warm
+        times, hits, modes = [], 0, set()
+        for q in qs:
+            t = time.perf_counter()
+            found = store.search_messages(q)
+            times.append(time.perf_counter() - t)
+            hits += len(found)
+            modes |= {h["mode"] for h in found}
+        emit(bench="search", store=kind, size=size, kind=name, queries=len(qs), p50_ms=round(pct(times, 0.5), 1),
+             p95_ms=round(pct(times, 0.95), 1), mean_hits=round(hits / len(qs), 1), modes=sorted(modes))
+    store.close()
+
+
+def _writer(kind: str, target: str, proc: int, n: int, start_at: float, out: Any) -> None:
+    store = open_store(kind, target, user="bench-writers")
+    sid = store.create_session(f"writer-{proc}-{random.random()}")
+    while time.time() < start_at:
+        time.sleep(0.001)
+    t = time.perf_counter()
+    for i in range(n):
+        store.append_message(sid, "user", f"writer {proc} message {i} staging cluster restart")
+    out.put((proc, time.perf_counter() - t))
+    store.close()
+
+
+def bench_writers(kind: str, target: str, writers: int, n: int) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start_at = time.time() + 3.0  # every writer opens its store first, then all start together
+    procs = [ctx.Process(target=_writer, args=(kind, target, p, n, start_at, out)) for p in range(writers)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=900) for _ in procs]
+    for p in procs:
+        p.join()
+    wall = max(r[1] for r in results)
+    emit(bench="concurrent-writers", store=kind, writers=writers, messages=writers * n,
+         per_second=round(writers * n / wall), slowest_writer_s=round(wall, 2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000", help="comma-separated corpus sizes (messages)")
+    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--writer-messages", type=int, default=300)
+    parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--dsn", help="an existing server (its schema 'hermes' is written to)")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    args = parser.parse_args()
+    cluster = None
+    dsn = args.dsn
+    if dsn is None:
+        from hermes_postgres.testing import start_cluster
+
+        cluster = start_cluster()
+        dsn = cluster.dsn
+    tmp = Path(tempfile.mkdtemp(prefix="hermes-bench-"))
+    stores = [s for s in args.stores.split(",") if s]
+    try:
+        import platform
+
+        emit(bench="machine", python=sys.version.split()[0], cpus=multiprocessing.cpu_count(),
+             platform=platform.platform(), note="shared machine: compare stores within this run only")
+        for kind in stores:
+            bench_append(kind, dsn if kind == "postgres" else str(tmp / "append.db"), args.appends)
+        for kind in stores:
+            bench_writers(kind, dsn if kind == "postgres" else str(tmp / "writers.db"), args.writers,
+                          args.writer_messages)
+        previous = 0
+        for size in sorted(int(s) for s in args.sizes.split(",")):
+            sessions = corpus(size)
+            new = sessions[previous // 50:]  # sizes grow: import only the difference
+            for kind in stores:
+                target = dsn if kind == "postgres" else str(tmp / "corpus.db")
+                bench_import(kind, target, new, size)
+                bench_search(kind, target, size)
+            previous = size
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
