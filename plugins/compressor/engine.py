@@ -320,25 +320,15 @@ class Compressor(hermes.ContextEngine):
     ) -> list[Message]:
         """Compact ``messages``; see the module docstring for what happens on failure.
         Returns an equal copy of the input when nothing was compacted (then
-        ``last_compression["aborted"]`` says why)."""
+        ``last_compression["aborted"]`` says why).
+
+        Steps: the record of this pass (:meth:`_start_pass`), the layout (``_plan``),
+        phase 1 pruning (:meth:`_prune_phase`), the summary or its fallback
+        (:meth:`_summary_phase`), assembly, and the bookkeeping of a committed pass
+        (:meth:`_commit_pass`)."""
         started = time.perf_counter()
         rough_before = messages_tokens(messages)
-        if current_tokens and current_tokens > 0:
-            tokens_before = int(current_tokens)
-        elif self.last_prompt_tokens > 0:
-            tokens_before = self.last_prompt_tokens
-        else:
-            tokens_before = rough_before
-        info: dict[str, Any] = {
-            "committed": False, "aborted": None, "fallback": False, "fallback_reason": None,
-            "error": None, "forced": bool(force), "focus_topic": focus_topic,
-            "messages_before": len(messages), "messages_after": len(messages),
-            "tokens_before": tokens_before, "tokens_after": tokens_before,
-            "summary_tokens": 0, "summarized_messages": 0, "pruned": 0,
-            "summary_input_tokens": 0, "summary_model": None, "duration_s": 0.0,
-        }
-        self.last_compression = info
-        self._last_attempt_tokens = tokens_before
+        info = self._start_pass(messages, rough_before, current_tokens, force, focus_topic)
 
         def unchanged(reason: str) -> list[Message]:
             info["aborted"] = reason
@@ -356,36 +346,11 @@ class Compressor(hermes.ContextEngine):
             self._strikes += 1
             return unchanged("nothing to compress yet")
 
-        # Phase 1: duplicates collapse everywhere but the head; the tail sheds tool bulk
-        # (oldest first, never user or assistant text) when it is over its soft ceiling.
-        work = list(p.work)
-        index = call_index(work)
-        pruned = dedupe(work, p.head_end)
-        pruned += relieve_pressure(work, p.cut, int(self.tail_token_budget * SOFT_CEILING),
-                                   index, message_tokens)
-        # The summarizer sees old tool outputs of the middle as one-liners (tool, key
-        # arguments, size, exit code), the newest few in full — upstream's pre-pass.
-        turns = list(work)
-        prune_for_summary(turns, p.middle, index, self.summary_keep_recent_results)
-        turns = [turns[i] for i in p.middle]
-
-        # Phase 3: the summary (or the deterministic fallback, or an abort).
-        text = serialize(turns, index)
-        info["summary_input_tokens"] = tokens_of_text(text)
-        budget = summary_budget(tokens_of_text(text), self.context_length)
-        body, failure, error = self._summarize(text, budget, p.previous_summary, focus_topic,
-                                               memory_context, info)
+        work, index, pruned, turns = self._prune_phase(p)
+        body, abort = self._summary_phase(turns, index, p.previous_summary, focus_topic,
+                                          memory_context, info, force)
         if body is None:
-            use_fallback = self._record_failure(failure, error, force)
-            info["error"] = f"{failure}: {error}"
-            if not use_fallback:
-                remaining = self._cooldown_remaining()
-                retry = f"; automatic compaction retries in {remaining}s" if remaining else ""
-                log.warning("summary failed (%s: %s); the transcript was kept unchanged", failure, error)
-                return unchanged(f"summary failed ({failure}: {error}); history kept{retry}")
-            body = fallback_summary(turns, f"{failure}: {error}", previous=p.previous_summary, index=index)
-            info["fallback"], info["fallback_reason"] = True, failure
-            log.warning("summary failed (%s: %s); used the local fallback summary", failure, error)
+            return unchanged(abort)
 
         # Phase 4: assembly.
         pinned = [work[p.pinned]] if p.pinned is not None else []
@@ -396,7 +361,78 @@ class Compressor(hermes.ContextEngine):
             # (overflow, /compress) was demanded and is kept.
             self._strikes += 1
             return unchanged("compaction would not make the transcript smaller")
+        self._commit_pass(body, force, info)
+        info.update(
+            committed=True, messages_after=len(out), tokens_after=rough_after,
+            summary_tokens=tokens_of_text(body), summarized_messages=len(turns), pruned=pruned,
+            duration_s=round(time.perf_counter() - started, 4),
+        )
+        return out
 
+    def _start_pass(self, messages: list[Message], rough_before: int, current_tokens: int | None,
+                    force: bool, focus_topic: str | None) -> dict[str, Any]:
+        """The ``last_compression`` record of a new pass, with the tokens it starts from
+        (the caller's count, else the provider's last one, else an estimate)."""
+        if current_tokens and current_tokens > 0:
+            tokens_before = int(current_tokens)
+        elif self.last_prompt_tokens > 0:
+            tokens_before = self.last_prompt_tokens
+        else:
+            tokens_before = rough_before
+        info: dict[str, Any] = {
+            "committed": False, "aborted": None, "fallback": False, "fallback_reason": None,
+            "error": None, "forced": bool(force), "focus_topic": focus_topic,
+            "messages_before": len(messages), "messages_after": len(messages),
+            "tokens_before": tokens_before, "tokens_after": tokens_before,
+            "summary_tokens": 0, "summarized_messages": 0, "pruned": 0,
+            "summary_input_tokens": 0, "summary_model": None, "duration_s": 0.0,
+        }
+        self.last_compression = info
+        self._last_attempt_tokens = tokens_before
+        return info
+
+    def _prune_phase(self, p: Any) -> tuple[list[Message], dict[str, tuple[str, Any]], int, list[Message]]:
+        """Phase 1: duplicates collapse everywhere but the head; the tail sheds tool bulk
+        (oldest first, never user or assistant text) when it is over its soft ceiling.
+        Returns ``(work, call index, pruned count, the middle turns to summarize)``; the
+        summarizer sees old tool outputs of the middle as one-liners (tool, key arguments,
+        size, exit code), the newest few in full — upstream's pre-pass."""
+        work = list(p.work)
+        index = call_index(work)
+        pruned = dedupe(work, p.head_end)
+        pruned += relieve_pressure(work, p.cut, int(self.tail_token_budget * SOFT_CEILING),
+                                   index, message_tokens)
+        turns = list(work)
+        prune_for_summary(turns, p.middle, index, self.summary_keep_recent_results)
+        return work, index, pruned, [turns[i] for i in p.middle]
+
+    def _summary_phase(self, turns: list[Message], index: dict[str, tuple[str, Any]], previous: str,
+                       focus_topic: str | None, memory_context: str, info: dict[str, Any],
+                       force: bool) -> tuple[str | None, str]:
+        """Phase 3: ``(summary body, "")``, the deterministic fallback when the failure
+        policy allows it, or ``(None, why the pass is aborted)``."""
+        text = serialize(turns, index)
+        info["summary_input_tokens"] = tokens_of_text(text)
+        budget = summary_budget(tokens_of_text(text), self.context_length)
+        body, failure, error = self._summarize(text, budget, previous, focus_topic,
+                                               memory_context, info)
+        if body is not None:
+            return body, ""
+        use_fallback = self._record_failure(failure, error, force)
+        info["error"] = f"{failure}: {error}"
+        if not use_fallback:
+            remaining = self._cooldown_remaining()
+            retry = f"; automatic compaction retries in {remaining}s" if remaining else ""
+            log.warning("summary failed (%s: %s); the transcript was kept unchanged", failure, error)
+            return None, f"summary failed ({failure}: {error}); history kept{retry}"
+        info["fallback"], info["fallback_reason"] = True, failure
+        log.warning("summary failed (%s: %s); used the local fallback summary", failure, error)
+        return fallback_summary(turns, f"{failure}: {error}", previous=previous, index=index), ""
+
+    def _commit_pass(self, body: str, force: bool, info: dict[str, Any]) -> None:
+        """The state a committed pass leaves: counters, the summary to carry over, the
+        failure streaks reset after a real summary, and the wait for the provider's count
+        of the compacted prompt before judging again (#36718)."""
         self.compression_count += 1
         self._previous_summary = body
         if info["fallback"]:
@@ -407,16 +443,9 @@ class Compressor(hermes.ContextEngine):
             self._cooldown_until, self._cooldown_error = 0.0, ""
         if not force:
             self._recent.append(self._clock())
-        # Await the provider's count of the compacted prompt before judging again (#36718).
         self.last_prompt_tokens = -1
         self._awaiting_usage = self._verify_pending = True
         self._rough_at_real = None
-        info.update(
-            committed=True, messages_after=len(out), tokens_after=rough_after,
-            summary_tokens=tokens_of_text(body), summarized_messages=len(turns), pruned=pruned,
-            duration_s=round(time.perf_counter() - started, 4),
-        )
-        return out
 
     # -- the summarizer ---------------------------------------------------------------------------
 
