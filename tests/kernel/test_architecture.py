@@ -308,9 +308,7 @@ def test_component_kinds_come_from_the_table():
 LONG_FUNCTIONS_TO_SPLIT = {
     "kernel/runtime/agent.py:Agent.__init__": "runtime agent (being reworked alongside)",
     "kernel/runtime/chat.py:Chat.command": "chat front end (being reworked alongside)",
-    "plugins/session_search.py:_run": "session search tool",
     "plugins/sessions/store.py:SQLiteSessionStore.list_sessions": "session store",
-    "plugins/sessions/store.py:SQLiteSessionStore._run_stage": "session query planner",
 }
 MAX_FUNCTION_LINES = 60
 
