@@ -203,7 +203,7 @@ class Kernel:
                 tool = next((t for t in self.registries.tools if t.name == tool_name), None)
                 if tool is None or tool.plugin == provider.plugin:
                     continue
-                first, second = sorted((provider.plugin, tool.plugin), key=self.pm.load_rank)
+                first, second = sorted((provider.plugin, tool.plugin), key=self.pm.load_position)
                 self._registration_failed(second, ConflictError("tool", tool_name, first, second))
 
     # -- selection --------------------------------------------------------------------

@@ -311,12 +311,20 @@ class HermesPluginManager(pluggy.PluginManager):
                           f"Hermes' output): {_short_text(one_line(printed))}", file=sys.stderr)
 
     def load_rank(self, plugin_name: str) -> tuple[int, int]:
-        """Where ``plugin_name`` stands in load order: ``(source rank, position)``.
+        """Where ``plugin_name`` stands in call order: ``(source rank, load position)``.
         Unknown names sort last."""
-        for position, (name, record) in enumerate(self.records.items()):
+        record = self.records.get(plugin_name)
+        source = SOURCE_RANK.get(record.source, len(SOURCE_RANK)) if record else len(SOURCE_RANK)
+        return source, self.load_position(plugin_name)
+
+    def load_position(self, plugin_name: str) -> int:
+        """When ``plugin_name`` was loaded, as a position (defaults first; a plugin
+        registered after boot comes after everything loaded at boot). Decides who is the
+        newcomer in a name conflict. Unknown names sort last."""
+        for position, name in enumerate(self.records):
             if name == plugin_name:
-                return SOURCE_RANK.get(record.source, len(SOURCE_RANK)), position
-        return len(SOURCE_RANK), len(self.records)
+                return position
+        return len(self.records)
 
     # -- registration ---------------------------------------------------------------
 

@@ -909,3 +909,18 @@ def test_enable_tracing_returns_pluggy_undo(kernel_factory, capsys):
     k.emit("hermes_session_start", session=hermes.SessionInfo(id="s2"))
     k.pm.hook.hermes_session_end(session=hermes.SessionInfo(id="s2"), reason="x")
     assert "hermes trace:" not in capsys.readouterr().err
+
+
+def test_a_plugin_registered_after_boot_is_the_newcomer(site, boot):
+    """A tool claimed by an entry-point provider loaded at boot stays its owner's when a
+    plugin added later by code (register_plugin) registers the same name."""
+    make_distribution(site, "hermes-t-claims", plugins={"t-claims": "t_claims"}, modules={
+        "t_claims.py": "import hermes\n\n@hermes.hookimpl\n"
+                       "def hermes_register_memory_providers(register):\n"
+                       "    register('t-claims', lambda: None, tools=('t_recall',))\n"})
+    k = boot()
+    assert ours(k)["t-claims"].status == "active"
+    late = k.register_plugin(_tool_plugin("t_recall"), "t-late")
+    assert late.status == "failed" and "'t-claims' and 't-late'" in late.failure.error
+    assert k.pm.records["t-claims"].status == "active"
+    assert "t-claims" in k.registries.memory_providers
