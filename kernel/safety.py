@@ -339,8 +339,8 @@ class RuleSet:
         _, word_triggers, subs = self._index
         hits = set(word_triggers.intersection(words))
         if substrings:
-            for first in subs.keys() & set(text_lower):
-                hits.update(key for key, needle in subs[first] if needle in text_lower)
+            hits.update([key for first in subs.keys() & set(text_lower)
+                         for key, needle in subs[first] if needle in text_lower])
         return hits
 
     def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
