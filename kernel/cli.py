@@ -97,6 +97,16 @@ class HermesCLIError(click.ClickException):
     def show(self, file: Any = None) -> None:
         click.echo(f"hermes: error: {self.message}", err=True)
 
+    @classmethod
+    def of(cls, exc: BaseException) -> HermesCLIError:
+        """The CLI error for ``exc``, with its :func:`exit_code` (click reads the exit
+        status from the class, so each status gets a subclass)."""
+        code = exit_code(exc)
+        if code == cls.exit_code:
+            return cls(str(exc))
+        status = type(f"HermesCLIError{code}", (cls,), {"exit_code": code})
+        return status(str(exc))
+
 
 class HermesGroup(click.Group):
     """The root group. Plugin commands are collected per invocation (never added to this
@@ -157,18 +167,14 @@ class HermesGroup(click.Group):
         command = self.commands.get(cmd_name) or self._plugin_commands(ctx).get(cmd_name)
         error = ctx.find_root().meta.get("hermes.load_error")
         if command is None and error is not None:
-            failure = HermesCLIError(str(error))
-            failure.exit_code = exit_code(error)
-            raise failure
+            raise HermesCLIError.of(error)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except HermesError as exc:
-            error = HermesCLIError(str(exc))
-            error.exit_code = exit_code(exc)
-            raise error from exc
+            raise HermesCLIError.of(exc) from exc
 
 
 def exit_code(exc: BaseException) -> int:
