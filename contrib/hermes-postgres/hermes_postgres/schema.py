@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import hermes
+
 SCHEMA_VERSION = 1
 #: The advisory lock key that serializes migrations (any constant unlikely elsewhere).
 MIGRATION_LOCK = 0x48_45_52_4D  # "HERM"
@@ -52,8 +54,19 @@ def _rls(table: str) -> str:
 
 
 EXTENSIONS = ("pg_trgm", "unaccent")
+#: The CJK ranges of hermes' planner as a regular-expression class.
+CJK_CLASS = "[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in hermes.CJK_RANGES) + "]"
 
 V1 = f"""
+-- A text as the word tokens the store and its queries use (hermes_postgres.search.words):
+-- CJK runs split off, every other non-alphanumeric character a separator.
+CREATE FUNCTION hermes_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT regexp_replace(regexp_replace(left(t, 200000), '({CJK_CLASS}+)', ' \\1 ', 'g'),
+                          '[^[:alnum:]]+', ' ', 'g')
+$$;
+CREATE FUNCTION hermes_has_cjk(t text) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT t ~ '{CJK_CLASS}'
+$$;
 CREATE TEXT SEARCH CONFIGURATION hermes_words (COPY = pg_catalog.simple);
 ALTER TEXT SEARCH CONFIGURATION hermes_words
     ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword,

@@ -291,7 +291,7 @@ class PostgresSessionStore(hermes.SessionStore):
         except psycopg.OperationalError as exc:
             raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
 
-    def _write(self, fn: Callable[[Any], T]) -> T:
+    def _write(self, fn: Callable[[Any], T], *, pipeline: bool = False) -> T:
         """Run ``fn(conn)`` in one transaction (a savepoint inside :meth:`batch`),
         retrying deadlocks and serialization failures until ``write_timeout``."""
         import psycopg
@@ -300,8 +300,14 @@ class PostgresSessionStore(hermes.SessionStore):
         started = time.monotonic()
         while True:
             try:
-                with self._conn() as conn, conn.transaction():
-                    return fn(conn)
+                with self._conn() as conn:
+                    if pipeline and getattr(self._local, "batch", None) is None:
+                        # BEGIN and the statements go out together: one round trip
+                        # until the first result is read.
+                        with conn.pipeline(), conn.transaction():
+                            return fn(conn)
+                    with conn.transaction():
+                        return fn(conn)
             except (errors.DeadlockDetected, errors.SerializationFailure, errors.LockNotAvailable) as exc:
                 if getattr(self._local, "batch", None) is not None:
                     raise  # the batch's transaction is aborted: the batch fails as a whole
@@ -659,27 +665,30 @@ class PostgresSessionStore(hermes.SessionStore):
         if not rows:
             return []
         sid = _text(session_id) or ""
-        conn.execute("INSERT INTO sessions (id, source, started_at) VALUES (%s, 'unknown', %s) "
-                     "ON CONFLICT DO NOTHING", (sid, min(r["timestamp"] for r in rows)))
+        stamps = [r["timestamp"] for r in rows]
+        # One upsert creates a missing session and counts the messages; its row lock
+        # orders concurrent appends to this session (and only to this one).
         conn.execute(
-            "UPDATE sessions SET message_count = message_count + %s, tool_call_count = tool_call_count + %s, "
-            "last_active_at = greatest(coalesce(last_active_at, 0), %s) WHERE id = %s",
-            (len(rows), sum(r["n_calls"] for r in rows), max(r["timestamp"] for r in rows), sid))
-        last = conn.execute("SELECT role, content FROM messages WHERE session_id = %s ORDER BY id DESC LIMIT 1",
-                            (sid,)).fetchone()
-        prev = last["content"] if last and last["role"] in ("user", "assistant") else None
-        params = []
-        for r in rows:
-            context = words(((prev or "")[:PREV_CHARS]) + " " + day_words(r["timestamp"]))
-            params.append((sid, r["role"], r["content"], r["tool_call_id"], r["tool_calls"], r["tool_name"],
-                           r["tool_text"], r["timestamp"], r["token_count"], r["finish_reason"], r["reasoning"],
-                           r["cjk"], (prev or "")[:PREV_CHARS] if r["cjk"] and hermes.has_cjk(prev) else None,
-                           r["own"], context))
-            prev = r["content"] if r["role"] in ("user", "assistant") else None
+            "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, last_active_at) "
+            "VALUES (%s, 'unknown', %s, %s, %s, %s) ON CONFLICT (hermes_user, hermes_profile, id) DO UPDATE SET "
+            "message_count = sessions.message_count + excluded.message_count, "
+            "tool_call_count = sessions.tool_call_count + excluded.tool_call_count, "
+            "last_active_at = greatest(coalesce(sessions.last_active_at, 0), excluded.last_active_at)",
+            (sid, min(stamps), len(rows), sum(r["n_calls"] for r in rows), max(stamps)))
+        params = [(sid, r["role"], r["content"], r["tool_call_id"], r["tool_calls"], r["tool_name"], r["tool_text"],
+                   r["timestamp"], r["token_count"], r["finish_reason"], r["reasoning"], r["cjk"], r["cjk"],
+                   r["own"], day_words(r["timestamp"]), sid) for r in rows]
+        # The context (the previous message's text, weight D) is read by the statement
+        # itself: no round trip, and always the message committed before this one.
         sql = ("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, tool_text, "
-               "timestamp, token_count, finish_reason, reasoning, cjk, prev_cjk, tsv) VALUES (%s, %s, %s, %s, %s, %s, "
-               "%s, %s, %s, %s, %s, %s, %s, setweight(to_tsvector('hermes_words', %s), 'A') || "
-               "setweight(to_tsvector('hermes_words', %s), 'D')) RETURNING id")
+               "timestamp, token_count, finish_reason, reasoning, cjk, prev_cjk, tsv) "
+               "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+               "CASE WHEN %s AND hermes_has_cjk(p.prev) THEN p.prev END, "
+               "setweight(to_tsvector('hermes_words', %s), 'A') || "
+               "setweight(to_tsvector('hermes_words', hermes_words(coalesce(p.prev, '') || ' ' || %s)), 'D') "
+               "FROM (SELECT (SELECT CASE WHEN q.role IN ('user', 'assistant') THEN left(q.content, "
+               f"{PREV_CHARS}) END FROM messages q WHERE q.session_id = %s ORDER BY q.id DESC LIMIT 1) AS prev) p "
+               "RETURNING id")
         if len(params) == 1:
             return [conn.execute(sql, params[0]).fetchone()["id"]]
         ids: list[int] = []
@@ -699,7 +708,7 @@ class PostgresSessionStore(hermes.SessionStore):
         message = {"role": role, "content": content, "tool_name": tool_name, "tool_calls": tool_calls,
                    "tool_call_id": tool_call_id, "token_count": token_count, "finish_reason": finish_reason,
                    "reasoning": reasoning, "timestamp": timestamp}
-        return self._write(lambda c: self._insert_messages(c, session_id, [message]))[0]
+        return self._write(lambda c: self._insert_messages(c, session_id, [message]), pipeline=True)[0]
 
     #: Messages per transaction in :meth:`append_messages` (bounds a transaction's size).
     BULK_BATCH = 5000
