@@ -14,7 +14,15 @@ same run), and the lower bound where only new tokens are paid in full (every tok
 prefix already sent by an earlier request is read at 0.1x, no write premium, no minimum
 length). Costs are in base-price input tokens; ``usd`` figures assume $3 per million.
 
-Run: ``.venv/bin/python benchmarks/cache_cost.py [--turns 50] [--seed 7]``
+With ``--memory-writes`` it also measures live memory updates (``memory.live_updates``,
+issue 20): the same session with a memory write made outside it every seventh turn,
+replayed three ways — without any block (``off``), with the runtime's placement (the
+``<memory-updates>`` block rendered by the built-in memory and kept on the user message of
+the turn that first carried it, ``hermes.runtime.prompt.with_notes``: ``sticky``), and,
+for contrast, with the block on the current request only (``ephemeral``, the way recalled
+context is placed). One JSON line per TTL with the three costs and their ratios to ``off``.
+
+Run: ``.venv/bin/python benchmarks/cache_cost.py [--turns 50] [--seed 7] [--memory-writes]``
 """
 
 from __future__ import annotations
@@ -91,8 +99,20 @@ def compact(messages: list[dict[str, Any]], rng: random.Random) -> list[dict[str
     return [system, *messages[1:head_end], *middle, *messages[tail_start:]]
 
 
-def replay(turns: int, seed: int, *, cache: bool, ttl: str) -> dict[str, Any]:
+def replay(turns: int, seed: int, *, cache: bool, ttl: str, live: str = "none") -> dict[str, Any]:
+    """``live``: ``none`` (no memory writes: the classic replay), or, with a memory write
+    every seventh turn, ``off`` / ``sticky`` / ``ephemeral`` (see the module docstring)."""
+    import tempfile
+
+    from hermes.plugins.memory.store import MemoryStore
+    from hermes.runtime.prompt import with_notes
+
     rng = random.Random(seed + 1)
+    facts = random.Random(seed + 2)  # its own stream: the plan stays the same
+    renderer = MemoryStore(tempfile.gettempdir())  # render_changes only; nothing is written
+    current: dict[str, list[str]] = {"memory": [], "user": []}
+    shown: dict[str, list[str]] = {"memory": [], "user": []}
+    notes: dict[int, str] = {}
     system = prose(rng, 3000)
     tools = make_tools(rng)
     plan = plan_session(turns, seed)
@@ -102,24 +122,42 @@ def replay(turns: int, seed: int, *, cache: bool, ttl: str) -> dict[str, Any]:
         usage = hermes.Usage()
         compactions = 0
         started = time.perf_counter()
-        for turn in plan:
-            messages.append({"role": "user", "content": turn["user"]})
+        for t, turn in enumerate(plan):
+            user = {"role": "user", "content": turn["user"]}
+            messages.append(user)
+            turn_notes = notes
+            if live != "none" and t % 7 == 3:
+                current["memory"] = [*current["memory"], f"Fact {t}: " + prose(facts, 30)]
+            if live in ("sticky", "ephemeral"):
+                block = renderer.render_changes(shown, current)
+                if block:
+                    shown = {k: list(v) for k, v in current.items()}
+                    if live == "sticky":
+                        notes[id(user)] = block
+                    else:
+                        turn_notes = {id(user): block}
+
             for calls, results in turn["rounds"]:
                 server.queue(Reply(tool_calls=calls))
                 response = client.complete(hermes.LLMRequest(
-                    model=MODEL, messages=messages, tools=tools, cache=cache, cache_ttl=ttl))
+                    model=MODEL, messages=with_notes(messages, turn_notes), tools=tools, cache=cache, cache_ttl=ttl))
                 usage += response.usage
                 messages.append(response.as_message())
                 for call, result in zip(response.tool_calls, results, strict=True):
                     messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
             server.queue(Reply(text=turn["answer"]))
             response = client.complete(hermes.LLMRequest(
-                model=MODEL, messages=messages, tools=tools, cache=cache, cache_ttl=ttl))
+                model=MODEL, messages=with_notes(messages, turn_notes), tools=tools, cache=cache, cache_ttl=ttl))
             usage += response.usage
             messages.append(response.as_message())
             if turn["compact"]:
                 messages = compact(messages, rng)
                 compactions += 1
+                # As the runtime does: the continuation's messages are copies, so their
+                # notes are gone, and every change since the snapshot is announced anew.
+                messages = [dict(m) for m in messages]
+                notes.clear()
+                shown = {"memory": [], "user": []}
         elapsed = time.perf_counter() - started
         bodies = [r.body for r in server.requests]
     return {"usage": usage, "bodies": bodies, "compactions": compactions, "seconds": elapsed}
@@ -150,8 +188,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--memory-writes", action="store_true",
+                        help="also measure live memory updates (off / sticky / ephemeral)")
     args = parser.parse_args()
     print(json.dumps(machine()))
+    if args.memory_writes:
+        for ttl in ("5m", "1h"):
+            costs = {}
+            for live in ("off", "sticky", "ephemeral"):
+                u = replay(args.turns, args.seed, cache=True, ttl=ttl, live=live)["usage"]
+                costs[live] = u.input_tokens + READ * u.cache_read_tokens + WRITE[ttl] * u.cache_write_tokens
+            print(json.dumps({
+                "bench": "cache_cost_live_memory", "ttl": ttl, "turns": args.turns,
+                "memory_writes": len(range(3, args.turns, 7)),
+                **{f"cost_{k}": round(v) for k, v in costs.items()},
+                "sticky_over_off": round(costs["sticky"] / costs["off"] - 1, 4),
+                "ephemeral_over_off": round(costs["ephemeral"] / costs["off"] - 1, 4),
+            }))
+        return
     for ttl in ("5m", "1h"):
         cached = replay(args.turns, args.seed, cache=True, ttl=ttl)
         plain = replay(args.turns, args.seed, cache=False, ttl=ttl)

@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
         "prefetch_timeout": 8.0,
         "fence_note": None,
         "history_max_bytes": 1 << 20,
+        "live_updates": True,
     },
     "sessions": {"store": "sqlite"},
     "prompt": {

@@ -187,6 +187,9 @@ class Agent:
         #: Transcript messages whose write failed, in order, with their finish reasons.
         self._unsaved: list[tuple[Message, str | None]] = []
         self._stream_error = ""
+        #: id(user message) → the live memory-updates block it carries in every request
+        #: (memory.live_updates; see kernel/runtime/prompt.with_notes)
+        self._live_notes: dict[int, str] = {}
 
         self._lock: SessionLock | None = None
         if session_id and self.store.get_session(session_id):
@@ -408,8 +411,10 @@ class Agent:
     def _request_messages(self, recalled: str) -> list[Message]:
         # A gap an older run left mid-transcript is closed in the request only (the
         # provider rejects it); gaps at the end are stored when a turn starts.
+        from .prompt import with_notes
+
         base = [{"role": "system", "content": self.ensure_system_prompt()},
-                *with_missing_results(self.messages)]
+                *with_notes(with_missing_results(self.messages), self._live_notes)]
         return self.prompt_builder.apply_ephemeral(base, self.prompt_context(recalled=recalled))
 
     def build_request(self, recalled: str = "") -> LLMRequest:
@@ -526,6 +531,12 @@ class Agent:
         self._close_open_tail(store=False)
         self._append({"role": "user", "content": user_message})
         self.ensure_system_prompt()
+        if self.kernel.config.get("memory.live_updates"):
+            # Memory written since the snapshot (another session, the CLI, the review)
+            # rides on this user message, never in the frozen system prompt.
+            note = self.memory.live_changes()
+            if note:
+                self._live_notes[id(self.messages[-1])] = note
         return self.memory.fenced_prefetch(user_message, session_id=self.session_id)
 
     def _model_loop(self, result: TurnResult, recalled: str, on_text: Callable[[str], None] | None,
@@ -733,6 +744,8 @@ class Agent:
             after = after[1:]
 
         old_id, new_id = self.session_id, self._continue_in_child(after)
+        self._live_notes.clear()  # the continuation's messages are new; announce anew
+        self.memory.reset_live_changes()
         info = getattr(self.engine, "last_compression", None) or {}
         self.kernel.emit("hermes_session_start", session=self.session_info())
         self.kernel.emit("hermes_compaction", session=self.session_info(), event=CompactionEvent(

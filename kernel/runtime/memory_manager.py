@@ -402,6 +402,23 @@ class MemoryManager:
         text = self._guard(builtin, "inventory", builtin.inventory, "")
         return text if isinstance(text, str) else ""
 
+    def live_changes(self) -> str:
+        """The built-in memory's changes not yet shown to the model this session, as a
+        block for the next user message (``memory.live_updates``); ``""`` when none."""
+        builtin = self.builtin
+        fn = getattr(builtin, "live_changes", None)
+        if builtin is None or fn is None:
+            return ""
+        text = self._guard(builtin, "live_changes", fn, "")
+        return text if isinstance(text, str) else ""
+
+    def reset_live_changes(self) -> None:
+        """Announce every change since the snapshot again (after a compaction)."""
+        builtin = self.builtin
+        fn = getattr(builtin, "reset_live_changes", None)
+        if builtin is not None and fn is not None:
+            self._guard(builtin, "reset_live_changes", fn, None)
+
     # -- recall ------------------------------------------------------------------------------
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:

@@ -298,6 +298,16 @@ class PromptBuilder:
         return out
 
 
+def with_notes(messages: list[Message], notes: dict[int, str]) -> list[Message]:
+    """``messages`` with ``notes[id(message)]`` appended to the messages it names (copies;
+    the input is never mutated). The runtime keys each live memory-updates block to the
+    user message of the turn that first carried it, so every later request sends that
+    message with the same bytes and the cached history stays valid."""
+    if not notes:
+        return messages
+    return [_with_appended_text(m, notes[id(m)]) if id(m) in notes else m for m in messages]
+
+
 def _check_message(message: Any) -> Message:
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
         raise ValueError(f"prefill messages need a role of user, assistant or system, got {message!r}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import hermes
 
-from .store import FILES, Committed, MemoryStore, Outcome
+from .store import FILES, Committed, MemoryFileError, MemoryStore, Outcome
 
 #: Failed memory calls in one turn after which the tool answers "stop retrying".
 MAX_FAILURES_PER_TURN = 3
@@ -91,6 +91,9 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
         self.store = store
         self._failures = 0
         self._lock = threading.Lock()
+        #: target → the entries the model has been shown (the snapshot, then each live
+        #: update); the base of the next :meth:`live_changes`
+        self._shown: dict[str, list[str]] = {}
 
     @classmethod
     def from_kernel(cls, kernel: Any) -> BuiltinMemoryProvider:
@@ -108,6 +111,29 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
         """Freeze the snapshot of both files for this session."""
         self.store.load_snapshot()
         self._failures = 0
+        self.reset_live_changes()
+
+    # -- live updates -------------------------------------------------------------------
+
+    def live_changes(self) -> str:
+        """The memory changes the model has not been shown yet this session (written by
+        another session, the CLI, the background review, an undo …), as a
+        ``<memory-updates>`` block for the next user message; ``""`` when none. The
+        frozen system prompt is never touched."""
+        current = {}
+        for target in self.store.targets:
+            try:
+                current[target] = self.store.entries(target)
+            except MemoryFileError:
+                current[target] = self._shown.get(target, [])
+        block = self.store.render_changes(self._shown, current)
+        self._shown = current
+        return block
+
+    def reset_live_changes(self) -> None:
+        """Back to the snapshot (after a compaction dropped the messages that carried
+        the earlier updates, they are announced again)."""
+        self._shown = {t: list(e) for t, e in self.store.snapshot_entries.items()}
 
     # -- prompt -------------------------------------------------------------------------
 

@@ -55,6 +55,9 @@ _PREVIEW = 80
 
 _log = logging.getLogger("hermes.memory")
 
+#: The fence of the live-updates block (see :meth:`MemoryStore.render_changes`).
+LIVE_OPEN, LIVE_CLOSE = "<memory-updates>", "</memory-updates>"
+
 
 # -- format -------------------------------------------------------------------------------
 
@@ -238,6 +241,8 @@ class MemoryStore:
         self.lock_timeout = lock_timeout
         self._live: dict[str, list[str]] = {"memory": [], "user": []}
         self._snapshot: dict[str, str] = {"memory": "", "user": ""}
+        #: target → the entries the frozen snapshot shows (the base of live updates)
+        self.snapshot_entries: dict[str, list[str]] = {"memory": [], "user": []}
         #: target → why its file could not be read when the snapshot was taken
         self.snapshot_errors: dict[str, str] = {}
         self.snapshot_loaded = False
@@ -293,6 +298,7 @@ class MemoryStore:
         self.snapshot_errors = {}
         self.sync_history(self.targets)
         for target in FILES:
+            self.snapshot_entries[target] = []
             if not self.enabled[target]:
                 self._snapshot[target] = ""
                 continue
@@ -309,6 +315,7 @@ class MemoryStore:
                     "change it until the user fixes the file. Do not assume it is empty.")
                 continue
             self._snapshot[target] = self.render_block(target, entries)
+            self.snapshot_entries[target] = list(entries)
         self.snapshot_loaded = True
 
     def snapshot_block(self, target: str) -> str:
@@ -361,6 +368,21 @@ class MemoryStore:
                 lines = "\n".join(f"§ {self.sanitize(target, e)}" for e in entries)
                 parts.append(f"{HEADERS[target]} [{self.usage(target, entries)}]\n{lines}")
         return "\n\n".join(parts)
+
+    def render_changes(self, before: dict[str, list[str]], after: dict[str, list[str]]) -> str:
+        """The live-updates block: entries added (``+``) and removed (``-``) between two
+        states, each sanitised like the snapshot; ``""`` when nothing changed. It goes
+        into a user message, never into the frozen system prompt."""
+        lines = []
+        for target in FILES:
+            old, new = before.get(target, []), after.get(target, [])
+            lines += [f"- [{FILES[target]}] {' '.join(self.sanitize(target, e).split())}" for e in old if e not in new]
+            lines += [f"+ [{FILES[target]}] {' '.join(self.sanitize(target, e).split())}" for e in new if e not in old]
+        if not lines:
+            return ""
+        head = (f"{LIVE_OPEN}\nMemory changed since this conversation started (the system prompt "
+                "shows the older state; these changes are current):")
+        return "\n".join([head, *lines, LIVE_CLOSE])
 
     # -- writing --------------------------------------------------------------------------
 
