@@ -660,22 +660,32 @@ def _resolve_scope(scope: str) -> str:
     return resolved
 
 
-def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int]]:
-    """Where each trigger in ``hits`` occurs in ``lower`` (at most 256 places each);
-    word triggers only where they stand as whole words."""
-    positions: dict[str, list[int]] = {}
+#: A trigger found more often than this makes its rules search the whole text (their
+#: windows would cover most of it anyway); counting further would only cost time.
+_MAX_PLACES = 40
+
+
+def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int] | None]:
+    """Where each trigger in ``hits`` occurs in ``lower`` (word triggers only where
+    they stand as whole words); ``None`` for a trigger found more than
+    :data:`_MAX_PLACES` times."""
+    positions: dict[str, list[int] | None] = {}
     for key in hits:
         word = _is_word(key)
         needle = key.rstrip("\x00")
         at: list[int] = []
+        too_many = False
         i = lower.find(needle)
-        while i >= 0 and len(at) < 256:
+        while i >= 0:
             j = i + len(needle)
             if not word or ((i == 0 or not _is_word_char(lower[i - 1]))
                             and (j >= len(lower) or not _is_word_char(lower[j]))):
+                if len(at) >= _MAX_PLACES:
+                    too_many = True
+                    break
                 at.append(i)
             i = lower.find(needle, i + 1)
-        positions[key] = at
+        positions[key] = None if too_many else at
     return positions
 
 
@@ -690,25 +700,42 @@ _WHOLE_TEXT = 2048
 _PAIR_TEXT = 512
 
 
-def _windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> list[tuple[int, int]] | None:
+def _places(group: frozenset[str], positions: dict[str, list[int] | None]) -> list[int] | None:
+    """Every place of the group's triggers, or ``None`` when one was too frequent."""
+    out: list[int] = []
+    for t in group:
+        at = positions.get(t, [])
+        if at is None:
+            return None
+        out.extend(at)
+    return out
+
+
+def _windows(rule: ThreatRule, positions: dict[str, list[int] | None], length: int) -> list[tuple[int, int]] | None:
     """Merged ``(start, end)`` ranges within ``rule.reach`` of the rule's prefilter
     words, or ``None`` to search the whole text."""
     if not rule.any:
         return None
     # A match holds a word of each group, so the group found in fewer places will do.
-    group = rule.any
-    if rule.also and sum(len(positions.get(t, ())) for t in rule.also) < sum(len(positions.get(t, ())) for t in rule.any):
-        group = rule.also
-    merged = _merge((max(0, p - rule.reach), min(length, p + rule.reach)) for t in group for p in positions.get(t, ()))
+    places = _places(rule.any, positions)
+    if rule.also:
+        other = _places(rule.also, positions)
+        if other is not None and (places is None or len(other) < len(places)):
+            places = other
+    if places is None:
+        return None
+    merged = _merge((max(0, p - rule.reach), min(length, p + rule.reach)) for p in places)
     return None if sum(hi - lo for lo, hi in merged) > 0.7 * length else merged
 
 
-def _pair_windows(rule: ThreatRule, positions: dict[str, list[int]], length: int) -> list[tuple[int, int]]:
+def _pair_windows(rule: ThreatRule, positions: dict[str, list[int] | None], length: int) -> list[tuple[int, int]]:
     """For a rule whose match needs a word of ``any`` and a word of ``also`` at most
     ``rule.pair`` characters apart: small ranges around each such pair (none, and the
     pattern never runs, when the two never come that close)."""
-    firsts = sorted(p for t in rule.any for p in positions.get(t, ()))
-    seconds = sorted(p for t in rule.also for p in positions.get(t, ()))
+    firsts_at, seconds_at = _places(rule.any, positions), _places(rule.also, positions)
+    if firsts_at is None or seconds_at is None:
+        return [(0, length)]
+    firsts, seconds = sorted(firsts_at), sorted(seconds_at)
     spans = []
     for p in firsts:
         i = bisect.bisect_left(seconds, p - rule.pair)
