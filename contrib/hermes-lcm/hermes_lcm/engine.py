@@ -366,6 +366,28 @@ class LCMEngine(ContextEngine):
             result = {"error": f"{name} failed: {type(exc).__name__}: {exc}"}
         return json.dumps(result, ensure_ascii=False, default=str)
 
+    def forget(self, request: Any) -> Any:
+        """``hermes forget``: scrub the text from this engine's store (messages and
+        summaries); whole sessions cannot be cut out of the summary DAG, so a request
+        without a query is answered "cannot forget"."""
+        import re
+
+        from hermes import ForgetReport
+
+        component = f"context engine lcm ({self.db_path})"
+        query = (request.query or "").strip()
+        if not query:
+            return ForgetReport(component=component, supported=False,
+                                note="lcm removes text, not whole sessions (its summaries span "
+                                     "them); give a QUERY as well")
+        if not self.db_path.exists():
+            return ForgetReport(component=component, note="no store yet")
+        pattern = re.compile(re.escape(query), re.IGNORECASE)
+        found = self.store.forget(pattern, "[forgotten]", session_ids=request.session_ids,
+                                  before=request.before, dry_run=request.dry_run)
+        return ForgetReport(component=component, found=found,
+                            removed=0 if request.dry_run else len(found))
+
     def get_status(self) -> dict[str, Any]:
         """The base figures plus the store's: path, messages, nodes, depth."""
         status = super().get_status()

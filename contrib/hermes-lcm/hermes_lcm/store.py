@@ -254,6 +254,69 @@ class LCMStore:
                 seq += 1
         return seqs
 
+    # -- forgetting (the one exception to append-only, asked for by the user) ------------
+
+    def forget(self, pattern: re.Pattern[str], replacement: str, *, session_ids: Sequence[str] = (),
+               before: float | None = None, dry_run: bool = True) -> list[str]:
+        """``hermes forget``: replace every match of ``pattern`` in stored messages (text
+        and payload, fingerprint recomputed so the host's scrubbed transcript still
+        matches) and in summaries. The append-only triggers are dropped and recreated
+        inside the same transaction, so no other writer ever sees them missing; then
+        ``secure_delete``, ``VACUUM`` and a WAL truncation take the old text out of the
+        file. Returns one line per item found (with ``dry_run``, nothing changes)."""
+        where, args = "", []
+        if session_ids:
+            where += f" AND session_id IN ({','.join('?' * len(session_ids))})"
+            args += list(session_ids)
+        if before is not None:
+            where += " AND created_at < ?"
+            args.append(before)
+        with self._lock:
+            rows = [r for r in self._conn.execute(
+                f"SELECT id, conversation_id, seq, payload FROM messages WHERE 1{where}", args)
+                if pattern.search(r[3])]
+            node_where = "" if not session_ids else (
+                " AND conversation_id IN (SELECT conversation_id FROM messages WHERE session_id IN "
+                f"({','.join('?' * len(session_ids))}))")
+            nodes = [r for r in self._conn.execute(
+                f"SELECT id, conversation_id, content FROM nodes WHERE 1{node_where}", list(session_ids))
+                if pattern.search(r[2])]
+        found = [f"lcm message {r[0]} (conversation {r[1]}, seq {r[2]})" for r in rows]
+        found += [f"lcm summary node {r[0]} (conversation {r[1]})" for r in nodes]
+        if dry_run or not found:
+            return found
+
+        def scrub(value: Any) -> Any:
+            if isinstance(value, str):
+                return pattern.sub(replacement, value)
+            if isinstance(value, dict):
+                return {k: scrub(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [scrub(v) for v in value]
+            return value
+
+        with self._write() as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+            for table in ("messages", "nodes"):
+                conn.execute(f"DROP TRIGGER IF EXISTS {table}_no_update")
+            for msg_id, _, _, payload in rows:
+                msg = scrub(json.loads(payload))
+                text = text_of(msg)
+                conn.execute("UPDATE messages SET text = ?, payload = ?, fingerprint = ?, tokens = ? WHERE id = ?",
+                             (text, json.dumps(msg, ensure_ascii=False, default=str), fingerprint(msg),
+                              estimate_tokens(text) + 4, msg_id))
+            for node_id, _, content in nodes:
+                new = pattern.sub(replacement, content)
+                conn.execute("UPDATE nodes SET content = ?, tokens = ? WHERE id = ?",
+                             (new, estimate_tokens(new), node_id))
+            for statement in _APPEND_ONLY.split("END;"):
+                if "_no_update" in statement and ("ON messages" in statement or "ON nodes" in statement):
+                    conn.execute(statement + "END;")
+        with self._lock:
+            self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return found
+
     def last_seq(self, conversation_id: int) -> int:
         """The ``seq`` of the conversation's newest message (``-1`` when it has none)."""
         return self._query("SELECT COALESCE(MAX(seq), -1) FROM messages WHERE conversation_id = ?",
