@@ -206,7 +206,7 @@ def main() -> None:
             bench_writers(kind, dsn if kind == "postgres" else str(tmp / "writers.db"), args.writers,
                           args.writer_messages)
         previous = 0
-        for size in sorted(int(s) for s in args.sizes.split(",")):
+        for size in sorted(int(s) for s in args.sizes.split(",") if s):
             sessions = corpus(size)
             new = sessions[previous // 50:]  # sizes grow: import only the difference
             for kind in stores:
