@@ -155,6 +155,9 @@ def test_secrets_only_on_request_and_restore_refuses_a_non_empty_home(tmp_path: 
     home, other = tmp_path / "home", tmp_path / "other"
     home.mkdir()
     seed_home(home)
+    with sqlite3.connect(home / "lcm.db") as lcm:  # the lossless engine's store, when present
+        lcm.execute("CREATE TABLE nodes (content TEXT)")
+        lcm.execute("INSERT INTO nodes VALUES ('summary of the pelican migration')")
     plain, secret = tmp_path / "plain.tar.gz", tmp_path / "secret.tar.gz"
     assert hermes_cli("--home", str(home), "backup", str(plain)).exit_code == 0
     assert hermes_cli("--home", str(home), "backup", str(secret), "--with-secrets").exit_code == 0
@@ -176,6 +179,8 @@ def test_secrets_only_on_request_and_restore_refuses_a_non_empty_home(tmp_path: 
     assert not (other / "state.db-wal").exists()
     assert (other / ".env").read_text().startswith("OPENAI_API_KEY=")
     assert sessions_of(other) == sessions_of(home)
+    with sqlite3.connect(other / "lcm.db") as lcm:
+        assert lcm.execute("SELECT content FROM nodes").fetchall() == [("summary of the pelican migration",)]
 
 
 def _rewrite(src: Path, dest: Path, change: Any) -> None:
