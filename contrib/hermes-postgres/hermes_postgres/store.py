@@ -16,6 +16,7 @@ this module getting a WHERE clause right.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -35,6 +36,7 @@ from .search import (
     Rendered,
     day_words,
     highlight_terms,
+    relaxed_query,
     render,
     substring_snippet,
     word_snippet,
@@ -52,6 +54,10 @@ RANK_LIMIT = 3000
 RANK_SHARE = 0.01
 #: The CJK bigram stage looks at the newest this-many CJK messages.
 RECENT_CJK = 20_000
+#: In a relaxed query, a term in at least this share of all messages (and at least
+#: COMMON_MIN of them) is dropped while a rarer term is left (as in the SQLite store).
+COMMON_SHARE = 0.01
+COMMON_MIN = 2000
 #: What a CJK bigram found only in the previous message counts (the SQLite store's too).
 PREV_WEIGHT = 0.5
 _CONTEXT_CHARS = 200
@@ -819,14 +825,36 @@ class PostgresSessionStore(hermes.SessionStore):
                     return fn.get("name") if isinstance(fn, dict) else None
         return None
 
-    @staticmethod
-    def _rank_limit(conn: Any) -> int:
+    def _rank_limit(self, conn: Any) -> int:
         # The planner's row estimate (every user's rows): a count would scan the table.
+        return max(RANK_LIMIT, int(self._estimated_messages(conn) * RANK_SHARE))
+
+    def _drop_common_terms(self, conn: Any, stage: Rendered) -> Rendered:
+        """A word in a large share of all messages adds little to a relaxed query but
+        makes it rank mostly unrelated messages: count each term's matches (capped) and,
+        while a rarer term is left, drop the common ones — the SQLite store's rule."""
+        planned = stage.stage
+        if planned is None or planned.kind != "any" or len(planned.terms) < 2:
+            return stage
+        cap = max(COMMON_MIN, int(self._estimated_messages(conn) * COMMON_SHARE))
+        single = [relaxed_query(dataclasses.replace(planned, negatives=[]), [t]) for t in planned.terms]
+        probe = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.tsv @@ "
+                          f"to_tsquery('hermes_words', %s) LIMIT %s) x) AS t{i}" for i in range(len(single)))
+        row = conn.execute(f"SELECT {probe}", [v for q in single for v in (q, cap)]).fetchone()
+        counts = [row[f"t{i}"] for i in range(len(single))]
+        rare = [t for t, n in zip(planned.terms, counts, strict=True) if 0 < n < cap]
+        if not rare or len(rare) == len([n for n in counts if n]):
+            return stage
+        return dataclasses.replace(stage, tsquery=relaxed_query(planned, rare))
+
+    @staticmethod
+    def _estimated_messages(conn: Any) -> float:
         row = conn.execute("SELECT reltuples AS n FROM pg_class WHERE oid = 'messages'::regclass").fetchone()
-        return max(RANK_LIMIT, int(max(0.0, float(row["n"] if row else 0)) * RANK_SHARE))
+        return max(0.0, float(row["n"] if row else 0))
 
     def _run_stage(self, conn: Any, stage: Rendered, filter_sql: str, filter_params: list[Any], count: int,
                    exclude: list[int]) -> list[hermes.SearchHit]:
+        stage = self._drop_common_terms(conn, stage)
         where, params = [], []
         mode = stage.mode
         if stage.cjk:
