@@ -475,7 +475,7 @@ def _summarize(client: Any, model: str, query: str, meta: dict[str, Any], window
         f"Search topic: {query}\n"
         f"Session source: {meta.get('source') or 'unknown'}\n"
         f"Session date: {format_when(meta.get('started_at'))}\n\n"
-        f"Transcript:\n{window}\n\n"
+        f"Transcript:\n{hermes.redact_secrets(window)}\n\n"
         f"Summarize this conversation with focus on: {query}"
     )
     for attempt in range(3):

@@ -324,3 +324,19 @@ def test_summaries_only_when_asked(llm_kernel: Any, fake_llm: Any) -> None:
     seed(kernel.session_store)
     out = call(kernel, "live-2", query="volcano")
     assert not any(r["summarized"] for r in out["results"]) and fake_llm.requests == []
+
+
+def test_summary_requests_carry_no_secrets(llm_kernel: Any, fake_llm: Any) -> None:
+    """The transcript window sent to the auxiliary summariser goes through the project's
+    one redaction table, like every other text that leaves the machine."""
+    kernel = llm_kernel()
+    store = kernel.session_store
+    store.create_session("keys", source="cli", started_at=900)
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    store.append_message("keys", "user", f"the volcano bot uses token {secret}", timestamp=901)
+    fake_llm.handler = lambda req: Reply(text="a summary")
+    out = call(kernel, query="volcano", summarize=True)
+    assert out["success"] and any(r["session_id"] == "keys" for r in out["results"])
+    bodies = [str(r.body) for r in fake_llm.requests]
+    assert bodies and any("volcano" in b for b in bodies)
+    assert not any(secret in b for b in bodies)
