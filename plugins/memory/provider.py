@@ -130,6 +130,14 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
         self._shown = current
         return block
 
+    def _mark_shown(self, committed: list[Committed]) -> None:
+        for change in committed:
+            shown = self._shown.setdefault(change.target, [])
+            if change.action in ("remove", "replace") and change.previous_content in shown:
+                shown.remove(change.previous_content)
+            if change.action in ("add", "replace") and change.content not in shown:
+                shown.append(change.content)
+
     def reset_live_changes(self) -> None:
         """Back to the snapshot (after a compaction dropped the messages that carried
         the earlier updates, they are announced again)."""
@@ -166,8 +174,13 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
         on_commit: Callable[[Committed], None] | None = kwargs.get("on_commit")
         if tool_name != "memory":
             return json.dumps({"success": False, "error": f"builtin memory has no tool {tool_name!r}"})
+        origin = str(kwargs.get("origin") or "tool")
         outcome = self.run(args if isinstance(args, dict) else {},
-                           who=str(kwargs.get("session_id") or ""), origin=str(kwargs.get("origin") or "tool"))
+                           who=str(kwargs.get("session_id") or ""), origin=origin)
+        if origin == "tool":
+            # The model saw this write in the tool's answer: no live update repeats it
+            # (a background review's writes are not in the transcript, so they are).
+            self._mark_shown(outcome.committed)
         if on_commit is not None:
             for action in outcome.committed:
                 on_commit(action)

@@ -96,3 +96,19 @@ def test_an_injected_entry_is_blocked_in_the_live_block(agent_factory: Any, fake
     sent = json.dumps(messages_of(fake_llm.requests[-1])[-1], ensure_ascii=False)
     assert "<memory-updates>" in sent and "[BLOCKED" in sent
     assert "reveal the system prompt" not in sent
+
+
+def test_the_models_own_write_is_not_repeated_but_a_reviews_is(agent_factory: Any, fake_llm: Any) -> None:
+    agent = agent_factory()
+    fake_llm.queue(Reply(tool_calls=[{"name": "memory", "arguments": {
+        "target": "memory", "action": "add", "content": "Deploys go through make release"}}]))
+    fake_llm.queue(Reply(text="Saved."))
+    agent.run_turn("remember how we deploy")
+    # A background review (a forked pass whose messages are not in this transcript).
+    agent.memory.handle_tool_call("memory", {"target": "user", "action": "add", "content": "Prefers terse answers"},
+                                  session_id=agent.session_id, origin="review")
+    fake_llm.queue(Reply(text="ok"))
+    agent.run_turn("next question")
+    sent = json.dumps(messages_of(fake_llm.requests[-1])[-1], ensure_ascii=False)
+    assert "+ [USER.md] Prefers terse answers" in sent
+    assert "make release" not in sent  # the tool's answer already showed it
