@@ -271,8 +271,10 @@ class SingletonSlot(Generic[T]):
             return self._value  # type: ignore[return-value]
         with self._lock:
             if not self._set:
-                self._value, self._set = factory(), True
-            return self._value  # type: ignore[return-value]
+                value = factory()
+                self._value, self._set = value, True
+                return value
+            return self._value
 
     def peek(self) -> T | None:
         return self._value if self._set else None
