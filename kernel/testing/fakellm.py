@@ -662,7 +662,7 @@ class FakeLLMServer:
             h._send_json(400, {"error": {"message": problem, "type": "invalid_request_error",
                                          "param": "messages", "code": None}})
             return
-        calls = [{"id": c.get("id") or self._new_id("call_"), "type": "function",
+        calls: list[dict[str, Any]] = [{"id": c.get("id") or self._new_id("call_"), "type": "function",
                   "function": {"name": c["name"],
                                "arguments": json.dumps(c.get("arguments") or {})}}
                  for c in reply.tool_calls]
@@ -808,7 +808,7 @@ class FakeLLMServer:
                 return (f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks "
                         f"immediately after: {', '.join(sorted(missing))}. Each `tool_use` block "
                         "must have a corresponding `tool_result` block in the next message.")
-            previous_uses = {b.get("id") for b in blocks_i if b.get("type") == "tool_use"}
+            previous_uses = {str(b.get("id")) for b in blocks_i if b.get("type") == "tool_use"}
         if previous_uses:
             return (f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` "
                     f"blocks immediately after: {', '.join(sorted(previous_uses))}. Each `tool_use` "
@@ -835,7 +835,7 @@ class FakeLLMServer:
             for bp in breakpoints:
                 if bp <= read_end or totals[bp] < self.min_cache_tokens:
                     continue
-                ttl = "1h" if blocks[bp].marker.get("ttl") == "1h" else "5m"
+                ttl = "1h" if (blocks[bp].marker or {}).get("ttl") == "1h" else "5m"
                 written[ttl] += totals[bp] - (totals[last] if last >= 0 else 0)
                 self._cache[hashes[bp]] = now + TTL_SECONDS[ttl]
                 last = bp

@@ -121,7 +121,7 @@ def shrink_calls(msg: Message) -> Message | None:
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
         shrunk = shrink_arguments(fn.get("arguments")) if isinstance(fn, dict) else None
-        if shrunk is None:
+        if shrunk is None or not isinstance(fn, dict):
             new_calls.append(call)
         else:
             new_calls.append({**call, "function": {**fn, "arguments": shrunk}})

@@ -57,7 +57,7 @@ def _strip_message(msg: Message) -> Message:
     if "cache_control" not in msg and not marked_parts:
         return msg
     out = {k: v for k, v in msg.items() if k != "cache_control"}
-    if marked_parts:
+    if marked_parts and isinstance(content, list):
         out["content"] = [{k: v for k, v in p.items() if k != "cache_control"}
                           if isinstance(p, dict) and "cache_control" in p else p for p in content]
     return out

@@ -119,7 +119,7 @@ def _write(state: Any, target: str, op: dict[str, Any], as_json: bool) -> None:
     kernel, store = _store(state)
     outcome: Outcome = store.apply(target, [op], who="cli", origin="cli")
     for change in outcome.committed:
-        metadata = {"write_origin": "cli", "tool_name": "memory", "old_text": change.old_text,
+        metadata: dict[str, Any] = {"write_origin": "cli", "tool_name": "memory", "old_text": change.old_text,
                     "previous_content": change.previous_content}
         if change.record is not None:
             metadata["history"] = dict(change.record)

@@ -253,7 +253,8 @@ def invert(entries: list[str], rec: dict[str, Any], split: Any) -> list[str]:
     file's text (for ``edit`` records)."""
     action = rec.get("action")
     out = list(entries)
-    old, new = rec.get("old"), rec.get("new")
+    old: Any = rec.get("old")
+    new: Any = rec.get("new")
     if action == "edit":
         return split(old or "")
     if action == "add":

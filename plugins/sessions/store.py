@@ -24,6 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -915,7 +916,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             conn.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
             ids = list(range(first, last + 1))
         else:
-            ids = [conn.execute(insert, row).lastrowid for row in rows]
+            ids = [int(conn.execute(insert, row).lastrowid or 0) for row in rows]
         calls = sum(self._tool_call_count(r[1], m.get("tool_calls")) for r, m in zip(rows, messages, strict=True))
         conn.execute(
             "UPDATE sessions SET message_count = message_count + ?, "
@@ -955,8 +956,8 @@ class SQLiteSessionStore(hermes.SessionStore):
         batch = list(messages)
         for start in range(0, len(batch), self.BULK_BATCH):
             chunk = batch[start:start + self.BULK_BATCH]
-            ids += self._write(lambda c, chunk=chunk: self._insert_messages(c, session_id, chunk, bulk=True),
-                               savepoint=False)
+            ids += self._write(partial(self._insert_messages, session_id=session_id, messages=chunk,
+                                       bulk=True), savepoint=False)
         return ids
 
     def _message_row(self, row: sqlite3.Row) -> dict[str, Any]:

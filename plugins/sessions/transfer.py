@@ -329,7 +329,7 @@ def read_jsonl(path: Path, problems: list[str]) -> Iterator[SourceSession]:
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                problems.append(f"{where}: not valid JSON ({exc.msg}); skipped")
+                problems.append(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)}); skipped")
                 continue
             if not isinstance(obj, dict):
                 problems.append(f"{where}: not a JSON object; skipped")
@@ -395,7 +395,7 @@ def read_claude_code(path: Path, problems: list[str]) -> Iterator[SourceSession]
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                problems.append(f"{where}: not valid JSON ({exc.msg}); skipped")
+                problems.append(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)}); skipped")
                 continue
             if not isinstance(obj, dict):
                 problems.append(f"{where}: not a JSON object; skipped")

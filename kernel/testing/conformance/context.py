@@ -135,7 +135,7 @@ def make_conversation(turns: int, *, seed: int = 0, system: str | None = "You ar
     for turn in range(turns):
         msgs.append({"role": "user", "content": f"Request {seed}-{turn}: please {words(rng.randint(4, 30))}."})
         for _ in range(rng.choice((0, 1, 1, 2, 3))):
-            calls = []
+            calls: list[dict[str, Any]] = []
             for _ in range(rng.randint(1, 3)):
                 n += 1
                 tool = rng.choice(_TOOLS)

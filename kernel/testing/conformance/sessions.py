@@ -154,8 +154,9 @@ class SessionStoreConformance:
 
     def test_append_messages_bulk(self, store: Any) -> None:
         sid = store.create_session()
-        msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"bulk line {i}",
-                 "timestamp": T0 + i} for i in range(30)]
+        msgs: list[dict[str, Any]] = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"bulk line {i}",
+             "timestamp": T0 + i} for i in range(30)]
         msgs.append({"role": "assistant", "content": "", "tool_calls": [_call("grep", {"q": "x"})]})
         msgs.append({"role": "tool", "content": "found", "name": "grep", "tool_call_id": "call_1"})
         ids = store.append_messages(sid, msgs)
