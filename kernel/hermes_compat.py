@@ -355,8 +355,8 @@ def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
         schema = provider.get_config_schema() or []
     except Exception:  # a schema that cannot be read only loses the hint
         schema = []
-    env += [str(f["env_var"]) for f in schema if isinstance(f, dict) and f.get("required")
-            and f.get("secret") and f.get("env_var")]
+    fields = [f for f in schema if isinstance(f, dict) and f.get("env_var")]
+    env += [str(f["env_var"]) for f in fields if f.get("required")]
     missing_env = sorted({v for v in env if not os.environ.get(v)})
     if missing_env:
         reasons.append("set " + ", ".join(missing_env))
@@ -370,6 +370,11 @@ def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
             importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             reasons.append(f"pip install {requirement}")
+    secrets = sorted({str(f["env_var"]) for f in fields if f.get("secret")
+                      and not os.environ.get(str(f["env_var"]))})
+    if not reasons and secrets:
+        # nothing is declared required, but an unset key is the usual cause
+        reasons.append(f"set {', '.join(secrets)} (or configure it in the provider's own config file)")
     return "; ".join(reasons)
 
 

@@ -111,6 +111,28 @@ def test_all_eight_load_and_explain_themselves(upstream_home: Path, capsys: pyte
     assert [n for n, (ok, _) in report.items() if ok] == ["holographic"]
     assert "RETAINDB_API_KEY" in report["retaindb"][1]
     assert "brv" in report["byterover"][1]
+    assert "OPENVIKING_ENDPOINT" in report["openviking"][1]
+    assert "HONCHO_API_KEY" in report["upstream-honcho"][1]
+    assert "MEM0_API_KEY" in report["upstream-mem0"][1]
+    assert "hindsight-client" in report["hindsight"][1]
+
+
+def test_plugins_list_shows_them_with_their_source(upstream_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from hermes.cli import cli
+
+    local = [n for n in PROVIDERS if n not in CONTRIB_NAMES]
+    monkeypatch.setenv("HERMES_HOME", str(upstream_home))
+    monkeypatch.setenv("HERMES_LOAD_PLUGINS", ",".join(local))
+    listing = json.loads(CliRunner().invoke(cli, ["plugins", "list", "--json"]).stdout)
+    rows = {r["name"]: r for r in listing if r["name"] in local}
+    assert set(rows) == set(local)
+    for name, row in rows.items():
+        assert (row["source"], row["status"]) == ("local", "active"), row
+        assert row["registered"] == {"memory-provider": [name]}
+        assert row["version"]
 
 
 class TestHolographicConformance(MemoryProviderConformance):
