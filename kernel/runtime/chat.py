@@ -583,6 +583,7 @@ def _preview(text: str, limit: int = 60) -> str:
 def make_title(kernel: Any, store: Any, session_id: str, user_text: str, answer: str) -> None:
     """Title a session from its first exchange (see :meth:`Chat.maybe_title`)."""
     from ..contracts import LLMRequest
+    from ..redaction import redact_secrets
 
     title = ""
     try:
@@ -591,7 +592,8 @@ def make_title(kernel: Any, store: Any, session_id: str, user_text: str, answer:
             client, model = aux
             response = client.complete(LLMRequest(model=model, max_tokens=30, messages=[
                 {"role": "system", "content": TITLE_PROMPT},
-                {"role": "user", "content": f"User: {user_text[:1500]}\n\nAssistant: {answer[:1500]}"},
+                {"role": "user", "content": redact_secrets(
+                    f"User: {user_text[:1500]}\n\nAssistant: {answer[:1500]}")},
             ]))
             title = (response.content or "").strip().splitlines()[0] if (response.content or "").strip() else ""
     except Exception:  # the fallback below is good enough; a title is a convenience

@@ -200,3 +200,20 @@ def test_history_file_is_private_and_bounded(tmp_path):
     text = path.read_text()
     assert len(text.encode()) <= HISTORY_MAX_BYTES // 2
     assert text.startswith("\n# ") and text.endswith(entries[-1])  # whole entries, newest kept
+
+
+def test_title_requests_carry_no_secrets(kernel_factory, fake_llm):
+    """The first exchange sent to the auxiliary model for a title is redacted like every
+    other text handed to a summariser."""
+    from hermes.runtime.chat import make_title
+
+    kernel = kernel_factory(config=fake_llm.config("openai"))
+    store = kernel.session_store
+    store.create_session("titled", source="cli")
+    secret = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc9Xk2Lq"
+    fake_llm.handler = lambda req: Reply(text="Stripe setup")
+    make_title(kernel, store, "titled", f"my stripe key is {secret}, set up billing", "Done.")
+    bodies = [json.dumps(r.body) for r in fake_llm.requests]
+    assert bodies and any("billing" in b for b in bodies)
+    assert not any(secret in b for b in bodies)
+    assert store.get_session("titled")["title"] == "Stripe setup"
