@@ -51,7 +51,8 @@ def wheel() -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-             "-d", str(cache), REQUIREMENT], capture_output=True, text=True, timeout=300)
+             "--retries", "1", "--timeout", "20", "-d", str(cache), REQUIREMENT],
+            capture_output=True, text=True, timeout=300)
         if proc.returncode != 0 or not path.is_file():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             pytest.skip(f"the package index is unreachable, cannot download {REQUIREMENT}: {last}")
