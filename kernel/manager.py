@@ -188,7 +188,15 @@ class _StdoutRouter(io.TextIOBase):
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return str(getattr(self.stream, "encoding", "utf-8"))
+        # Never an ASCII codec: click would then re-wrap ``buffer`` (the real stream's) and
+        # a plugin's click.echo would bypass the capture.
+        import codecs
+
+        encoding = str(getattr(self.stream, "encoding", None) or "utf-8")
+        try:
+            return "utf-8" if codecs.lookup(encoding).name == "ascii" else encoding
+        except LookupError:
+            return "utf-8"
 
     def fileno(self) -> int:
         return int(self.stream.fileno())

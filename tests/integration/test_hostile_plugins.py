@@ -17,8 +17,10 @@ HERMES = Path(sys.executable).with_name("hermes")
 
 NOISY = """
 import sys
+import click
 import hermes
 print("noisy says hello at import")
+click.echo("noisy says hello through click")
 
 @hermes.hookimpl
 def hermes_register_tools(register):
@@ -50,8 +52,8 @@ def hermes_register_commands(cli):
 """
 
 
-def hermes(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HERMES_HOME": str(home)}
+def hermes(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HERMES_HOME": str(home), **extra}
     for var in ("HERMES_LOAD_PLUGINS", "HERMES_DISABLE_PLUGINS", "HERMES_NO_PLUGINS",
                 "HERMES_STRICT_PLUGINS", "HERMES_TRACE_PLUGINS"):
         env.pop(var, None)
@@ -65,9 +67,10 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def test_printing_plugin_never_corrupts_json(home):
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_printing_plugin_never_corrupts_json(home, encoding):
     (home / "plugins" / "noisy.py").write_text(NOISY)
-    result = hermes(home, "plugins", "list", "--json")
+    result = hermes(home, "plugins", "list", "--json", PYTHONIOENCODING=encoding)
     assert result.returncode == 0, result.stderr
     listed = {p["name"]: p for p in json.loads(result.stdout)}  # stdout is pure JSON
     assert listed["noisy"]["status"] == "active"
