@@ -782,9 +782,13 @@ class Agent:
         # shows what was written during the session), the engine as the start of the
         # continuation (so it can carry per-session state across the boundary).
         self.memory.on_session_switch(new_id, parent_session_id=old_id, reason="compression")
-        _call_filtered(self.engine.on_session_start, new_id, hermes_home=str(self.kernel.home),
-                       platform=self.platform, model=self.model, context_length=self.context_length,
-                       boundary_reason="compression", old_session_id=old_id)
+        try:
+            _call_filtered(self.engine.on_session_start, new_id, hermes_home=str(self.kernel.home),
+                           platform=self.platform, model=self.model, context_length=self.context_length,
+                           boundary_reason="compression", old_session_id=old_id)
+        except Exception as exc:  # the split is committed; a notification must not undo the turn
+            log.warning("context engine failed in on_session_start after a compaction: %s: %s",
+                        type(exc).__name__, exc)
         self.system_prompt = None
         self.ensure_system_prompt()  # rebuilt from the layers, the compaction note re-attached
         return new_id

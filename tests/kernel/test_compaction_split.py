@@ -130,3 +130,16 @@ def test_rebuilt_prompt_reloads_memory_from_disk(agent, fake_llm):
     assert "Written by a second terminal" in agent.system_prompt
     stored = agent.store.get_session(agent.session_id)["system_prompt"]
     assert "ops/deploy" in stored
+
+
+def test_an_engine_that_fails_to_hear_of_the_split_does_not_break_the_turn(agent, fake_llm, caplog):
+    _chat(agent, fake_llm)
+
+    def boom(session_id: str, **kwargs: Any) -> None:
+        raise RuntimeError("engine bookkeeping broke")
+
+    agent.engine.on_session_start = boom
+    assert agent.compact(reason="manual")
+    assert agent.system_prompt and agent.store.get_session(agent.session_id)["system_prompt"]
+    assert "engine bookkeeping broke" in caplog.text
+    assert agent.run_turn("and now?").status == "ok"
