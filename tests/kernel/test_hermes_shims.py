@@ -198,3 +198,15 @@ def test_every_shimmed_module_is_listed_in_the_docs() -> None:
     missing = [f"{m}.{n}" for m, names in SHIMMED.items() for n in names if f"{m}.{n}" not in docs
                and n not in docs]
     assert not missing, missing
+
+
+def test_no_hook_without_hermes_style_plugins(tmp_path: Path) -> None:
+    """A process that loads no Hermes-style directory keeps Python's own __import__."""
+    import subprocess
+
+    code = ("import builtins, hermes\n"
+            f"k = hermes.Kernel(home={str(tmp_path)!r})\n"
+            "k.close()\n"
+            "print(type(builtins.__import__).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "builtin_function_or_method"
