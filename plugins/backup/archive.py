@@ -277,12 +277,13 @@ def restore_backup(archive: str | os.PathLike[str], home: str | os.PathLike[str]
                     digest, size = hashlib.sha256(), 0
                     src = tar.extractfile(member)
                     assert src is not None
-                    with open(out, "wb") as dst:
+                    # fsynced before it is moved into the home (the home must not end
+                    # up holding a file whose bytes never reached the disk)
+                    with hermes.atomic_writer(out, mode=0o600, binary=True) as dst:
                         while chunk := src.read(_CHUNK):
                             digest.update(chunk)
                             size += len(chunk)
                             dst.write(chunk)
-                    os.chmod(out, 0o600)
                     want = expected[name]
                     if digest.hexdigest() != want.get("sha256") or size != want.get("bytes"):
                         raise BackupError(f"{archive}: {name} does not match its checksum; the archive is "
