@@ -132,7 +132,9 @@ class Journal:
             return None
 
     def set_shadow(self, file_name: str, text: str) -> None:
-        hermes.atomic_write_text(self.shadow_path(file_name), text)
+        path = self.shadow_path(file_name)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # copies of private text
+        hermes.atomic_write_text(path, text)
 
     # -- writing --------------------------------------------------------------------------
 
