@@ -76,6 +76,8 @@ def build_server(backend: Backend, tokens: Tokens | None = None) -> Any:
     its bearer token (HTTP), else every scope is granted (stdio, loopback without tokens)."""
     from mcp import types
     from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS
 
     def granted(ctx: Any) -> frozenset[str]:
         if tokens is None:
@@ -111,7 +113,11 @@ def build_server(backend: Backend, tokens: Tokens | None = None) -> Any:
     async def on_read_resource(ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
         scopes = granted(ctx)
-        text = await backend.run(lambda: backend.read_resource(uri, scopes))
+        try:
+            text = await backend.run(lambda: backend.read_resource(uri, scopes))
+        except (hermes.HermesError, PermissionError) as exc:
+            # an error the client can show (unknown resource, missing scope), not "internal error"
+            raise MCPError(INVALID_PARAMS, f"{uri}: {exc}") from None
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=uri, mimeType="text/markdown", text=text)])
 

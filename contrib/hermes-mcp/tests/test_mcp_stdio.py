@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from conftest import hermes, stdio_client, text_of
+from mcp_helpers import hermes, stdio_client, text_of
 
 
 def chat_flags(fake_llm) -> list[str]:
