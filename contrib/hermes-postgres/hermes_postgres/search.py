@@ -131,6 +131,9 @@ class Rendered:
     grams: list[str] = field(default_factory=list)
     negatives: list[str] = field(default_factory=list)
     stage: Any = None
+    #: Relaxed stages: (tsquery of one term, its inverse document frequency) — the
+    #: score sums each term's ts_rank times its rarity, as BM25 weighs terms.
+    weighted: list[tuple[str, float]] = field(default_factory=list)
 
 
 def _substring(term: hermes.SearchTerm, own: str) -> tuple[str, list[str]]:

@@ -830,22 +830,31 @@ class PostgresSessionStore(hermes.SessionStore):
         return max(RANK_LIMIT, int(self._estimated_messages(conn) * RANK_SHARE))
 
     def _drop_common_terms(self, conn: Any, stage: Rendered) -> Rendered:
-        """A word in a large share of all messages adds little to a relaxed query but
-        makes it rank mostly unrelated messages: count each term's matches (capped) and,
-        while a rarer term is left, drop the common ones — the SQLite store's rule."""
+        """Count each relaxed term's matches (capped; one statement) to weigh the terms
+        by rarity (BM25's inverse document frequency, which ts_rank lacks) and, while a
+        rarer term is left, drop the terms in a large share of all messages: they add
+        little but would make the query rank mostly unrelated messages (the SQLite
+        store's rule)."""
         planned = stage.stage
-        if planned is None or planned.kind != "any" or len(planned.terms) < 2:
+        if planned is None or planned.kind != "any" or not planned.terms:
             return stage
-        cap = max(COMMON_MIN, int(self._estimated_messages(conn) * COMMON_SHARE))
+        total = self._estimated_messages(conn)
+        cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         single = [relaxed_query(dataclasses.replace(planned, negatives=[]), [t]) for t in planned.terms]
         probe = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.tsv @@ "
-                          f"to_tsquery('hermes_words', %s) LIMIT %s) x) AS t{i}" for i in range(len(single)))
+                          f"(SELECT to_tsquery('hermes_words', %s)) LIMIT %s) x) AS t{i}" for i in range(len(single)))
         row = conn.execute(f"SELECT {probe}", [v for q in single for v in (q, cap)]).fetchone()
         counts = [row[f"t{i}"] for i in range(len(single))]
-        rare = [t for t, n in zip(planned.terms, counts, strict=True) if 0 < n < cap]
-        if not rare or len(rare) == len([n for n in counts if n]):
-            return stage
-        return dataclasses.replace(stage, tsquery=relaxed_query(planned, rare))
+        keep = list(range(len(single)))
+        rare = [i for i, n in enumerate(counts) if 0 < n < cap]
+        if rare and len(rare) != len([n for n in counts if n]):
+            keep = rare
+        total = max(total, float(max(counts)), 1.0)
+        weighted = [(single[i], math.log(1.0 + (total - counts[i] + 0.5) / (counts[i] + 0.5)))
+                    for i in keep if counts[i]]
+        query = relaxed_query(planned, [planned.terms[i] for i in keep]) if keep != list(range(len(single))) \
+            else stage.tsquery
+        return dataclasses.replace(stage, tsquery=query, weighted=weighted)
 
     @staticmethod
     def _estimated_messages(conn: Any) -> float:
@@ -860,7 +869,7 @@ class PostgresSessionStore(hermes.SessionStore):
         if stage.cjk:
             where.append("m.cjk")
         if stage.tsquery is not None:
-            where.append("m.tsv @@ to_tsquery('hermes_words', %s)")
+            where.append("m.tsv @@ (SELECT to_tsquery('hermes_words', %s))")
             params.append(stage.tsquery)
         if stage.where:
             where.append(stage.where)
@@ -883,8 +892,16 @@ class PostgresSessionStore(hermes.SessionStore):
             if n >= cap:
                 rank, mode = "", f"{stage.mode}-recent"
         extra_select, extra_params = "0.0", []
-        if rank == "ts":
-            extra_select = "-ts_rank(m.tsv, to_tsquery('hermes_words', %s), 1)"
+        if rank == "ts" and stage.weighted:
+            # Each term's rank times its rarity; the context (weight D: the previous
+            # message, the date) counts half, like the SQLite store's column weights.
+            extra_select = "-(" + " + ".join(
+                "%s * ts_rank('{0.5, 0.5, 0.5, 1.0}', m.tsv, (SELECT to_tsquery('hermes_words', %s)), 1)"
+                for _ in stage.weighted) + ")"
+            extra_params = [v for q, w in stage.weighted for v in (w, q)]
+            order = "score, m.id DESC"
+        elif rank == "ts":
+            extra_select = "-ts_rank(m.tsv, (SELECT to_tsquery('hermes_words', %s)), 1)"
             extra_params = [stage.tsquery]
             order = "score, m.id DESC"
         elif rank == "count":
