@@ -247,3 +247,23 @@ def test_an_undo_reaches_the_external_provider(hermes_home: Path, tmp_path: Path
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert lines[-1] == ["remove", "memory", "", 1, "Uses Postgres 16"]
+
+
+def test_concurrent_writers_in_separate_processes_each_get_one_record(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from hermes.plugins.memory.store import MemoryStore; "
+            "s = MemoryStore(sys.argv[1], memory_limit=100000, user_limit=100000); "
+            "[s.apply('memory' if i % 2 else 'user', [{'action': 'add', 'content': f'p{sys.argv[2]} n{i}'}], "
+            "who=f'proc{sys.argv[2]}') for i in range(8)]")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(p)]) for p in range(5)]
+    assert [p.wait(timeout=60) for p in procs] == [0] * 5
+    records = Journal(tmp_path).records()
+    assert [r["id"] for r in records] == list(range(1, 41))
+    assert sorted(r["new"] for r in records) == sorted(f"p{p} n{i}" for p in range(5) for i in range(8))
+    store = MemoryStore(tmp_path, memory_limit=100_000, user_limit=100_000)
+    assert all(r["action"] == "add" for r in store.history())  # no phantom hand edit
+    for target in ("memory", "user"):
+        assert store.state_at(target, "2000-01-01") == []
+        assert store.state_at(target, records[-1]["time"]) == store.entries(target)
