@@ -139,7 +139,8 @@ class Journal:
     # -- writing --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
+        """The journal's own lock (taken inside a memory file's lock, never around one)."""
         with hermes.file_lock(self.path, timeout=self.lock_timeout):
             yield
 
@@ -148,7 +149,7 @@ class Journal:
         completed. Compacts the journal when it outgrows its bound."""
         if not records:
             return []
-        with self._locked():
+        with self.locked():
             next_id = self._last_id() + 1
             stamp = now_iso()
             done = []
@@ -193,7 +194,7 @@ class Journal:
         in the shadow copies (``hermes forget``); returns how many records changed. The
         journal is rewritten atomically, so the old text leaves the file."""
         changed = 0
-        with self._locked():
+        with self.locked():
             lines = []
             for rec in self.records():
                 hit = False

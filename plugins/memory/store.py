@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import shutil
-import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -136,34 +135,16 @@ def read_memory_file(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> str:
     from being read as UTF-8 text. Never blocks: a FIFO or device is refused without
     waiting for a writer, and at most ``max_bytes`` + 1 bytes are read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = hermes.read_bounded(path, max_bytes)
     except FileNotFoundError:
         if os.path.islink(path):  # a dangling symlink is a broken file, not "no memory yet"
             raise MemoryFileError(path, f"a symlink to the missing {os.readlink(path)}") from None
         return ""
+    except (hermes.NotRegularFileError, hermes.FileTooLargeError) as exc:
+        raise MemoryFileError(path, str(exc.strerror)) from exc
     except OSError as exc:
         why = "a symlink loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc)).lower()
         raise MemoryFileError(path, why) from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
-                    "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file")
-            raise MemoryFileError(path, kind)
-        chunks, size = [], 0
-        while size <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise MemoryFileError(path, (exc.strerror or str(exc)).lower()) from exc
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise MemoryFileError(path, f"larger than {max_bytes:,} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -547,14 +528,20 @@ class MemoryStore:
 
     def _baseline(self) -> None:
         """Before the first record: adopt the files as they are (memory that predates the
-        history is where replay stops, not an edit)."""
-        for target, name in FILES.items():
-            if self.journal.shadow(name) is None:
-                try:
-                    text = self.read_raw(target)
-                except MemoryFileError:
-                    continue
-                self.journal.set_shadow(name, text)
+        history is where replay stops, not an edit). Under the journal's lock, so two
+        first writers (one per file) agree: whichever baselines a file it does not hold
+        reads either the text before the other's write or after it, and either is
+        consistent with the record that write appends."""
+        with self.journal.locked():
+            if self.journal.path.exists():
+                return
+            for target, name in FILES.items():
+                if self.journal.shadow(name) is None:
+                    try:
+                        text = self.read_raw(target)
+                    except MemoryFileError:
+                        continue
+                    self.journal.set_shadow(name, text)
 
     def _journal(self, target: str, committed: list[Committed], text: str, *, who: str, origin: str,
                  undo_of: int | None) -> None:
