@@ -158,7 +158,8 @@ class Agent:
         self.provider = provider or kernel.selected("llm")
         self.model = model or str(cfg.get("model.name"))
         self.client = kernel.llm_client(self.provider)
-        self.budget = budget or (parent.budget if parent else IterationBudget(cfg.get("agent.max_iterations")))
+        self.budget: IterationBudget = budget or (
+            parent.budget if parent else IterationBudget(cfg.get("agent.max_iterations")))
         self.max_parallel = int(cfg.get("agent.max_parallel_tools") or 8)
         self.store = kernel.session_store
         self.prices = load_prices(kernel.home)  # for each session's estimated_cost_usd

@@ -29,6 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..contracts import MemoryProvider, MemoryWriteEvent, Message
@@ -103,7 +104,8 @@ def _normalize_schema(schema: Any) -> dict[str, Any] | None:
     ``{"type": "function", "function": {...}}``; ``None`` for a nameless one."""
     if not isinstance(schema, dict):
         return None
-    fn = schema.get("function") if isinstance(schema.get("function"), dict) else schema
+    function = schema.get("function")
+    fn = function if isinstance(function, dict) else schema
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         return None
@@ -296,7 +298,7 @@ class MemoryManager:
             fn = getattr(provider, method, None)
             if fn is None:
                 continue
-            out.append(self._guard(provider, method, lambda fn=fn: _call_filtered(fn, *args, **kwargs), None))
+            out.append(self._guard(provider, method, partial(_call_filtered, fn, *args, **kwargs), None))
         return out
 
     def _in_background(self, method: str, *args: Any, **kwargs: Any) -> None:
@@ -314,7 +316,7 @@ class MemoryManager:
         kwargs.setdefault("agent_context", self.agent_context)
         for provider in list(self.providers):
             self._guard(provider, "initialize",
-                        lambda p=provider: _call_filtered(p.initialize, session_id, **kwargs), None)
+                        partial(_call_filtered, provider.initialize, session_id, **kwargs), None)
 
     def on_turn_start(self, turn_number: int, message: str, **kwargs: Any) -> None:
         """A user turn starts (resets the memory tool's per-turn failure cap)."""

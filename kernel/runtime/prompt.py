@@ -146,7 +146,7 @@ class _Slot:
     plugin: str
     description: str
     layer: PromptLayer
-    order: int
+    order: float
     cached: bool
     placement: str
 
@@ -209,7 +209,8 @@ class PromptBuilder:
     # -- rendering ------------------------------------------------------------------------
 
     def _render(self, slot: _Slot, ctx: PromptContext) -> LayerReport:
-        text, messages, error = "", (), None
+        text, error = "", None
+        messages: tuple[dict[str, Any], ...] = ()
         try:
             out = slot.layer.render(ctx)
             if out is not None and not isinstance(out, str):
