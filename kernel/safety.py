@@ -593,6 +593,10 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
     budget = MAX_DECODED
     runs: tuple[tuple[re.Pattern[str], Callable[[str], str | None], str], ...] = (
         (_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex"))
+    # An encoded run is at least 16 characters without a space; prose rarely has one,
+    # and then neither expression needs to run.
+    if not any(len(token) >= 16 for token in text.split()):
+        runs = ()
     for regex, decode, name in runs:
         for m in regex.finditer(text):
             if budget <= 0:
