@@ -649,6 +649,29 @@ def _layout_zipapp(tmp: Path, monkeypatch) -> str:
     return "t-layout"
 
 
+def _layout_zipped_egg(tmp: Path, monkeypatch) -> str:
+    import zipfile
+
+    egg = tmp / "hermes_t_layout-1.0-py3.11.egg"
+    with zipfile.ZipFile(egg, "w") as zf:
+        zf.writestr("EGG-INFO/PKG-INFO", _METADATA.format(name="hermes-t-layout"))
+        zf.writestr("EGG-INFO/entry_points.txt", _ENTRY.format(ep="t-layout"))
+        zf.writestr("t_mod.py", "")
+    monkeypatch.syspath_prepend(str(egg))
+    return "t-layout"
+
+
+def _layout_develop_egg_info(tmp: Path, monkeypatch) -> str:
+    """A develop install's ``.egg-info`` directory in a source checkout, lower-case name
+    with no version (as ``setup.py develop`` leaves it)."""
+    info = tmp / "hermes_t_layout.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text(_METADATA.format(name="hermes-t-layout"))
+    (info / "entry_points.txt").write_text(_ENTRY.format(ep="t-layout"))
+    monkeypatch.syspath_prepend(str(tmp))
+    return "t-layout"
+
+
 def _layout_upper_case_dist_info(tmp: Path, monkeypatch) -> str:
     info = tmp / "HERMES_T_LAYOUT-1.0.DIST-INFO"
     info.mkdir()
@@ -678,8 +701,8 @@ def _layout_meta_path_finder(tmp: Path, monkeypatch) -> str:
 
 
 @pytest.mark.parametrize("layout", [
-    _layout_egg_directory, _layout_zip, _layout_zipapp, _layout_upper_case_dist_info,
-    _layout_meta_path_finder,
+    _layout_egg_directory, _layout_zipped_egg, _layout_develop_egg_info, _layout_zip, _layout_zipapp,
+    _layout_upper_case_dist_info, _layout_meta_path_finder,
 ], ids=lambda f: f.__name__.removeprefix("_layout_"))
 def test_entry_point_discovery_finds_every_layout(layout, tmp_path, monkeypatch):
     """Installs the hand-written dist-info scan missed: each is found, and the whole
