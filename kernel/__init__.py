@@ -67,7 +67,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".testing.faults": ("fault_point",),
     ".util": (
         "atomic_write_text", "atomic_writer", "estimate_messages_tokens", "estimate_tokens", "file_lock",
-        "is_cjk",
+        "is_cjk", "read_bounded", "FileTooLargeError", "NotRegularFileError",
     ),
 }
 
@@ -175,6 +175,9 @@ __all__ = [
     "file_lock",
     "hookimpl",
     "is_cjk",
+    "read_bounded",
+    "FileTooLargeError",
+    "NotRegularFileError",
     "load_soul_md",
     "preview_prompt",
     "prompt_hash",

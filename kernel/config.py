@@ -186,26 +186,13 @@ def read_dotenv(path: Path) -> dict[str, str]:
 
     Nothing is written to ``os.environ``: each kernel keeps its own mapping
     (:attr:`hermes.Kernel.env`), so a second kernel on another home never sees this
-    home's secrets. A file that cannot be read or decoded raises :class:`ConfigError`
-    naming it.
+    home's secrets. A file that cannot be read or decoded (or is a FIFO, which is refused
+    rather than waited on) raises :class:`ConfigError` naming it.
     """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(DOTENV_MAX_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
+    text = _read_text(path, DOTENV_MAX_BYTES, holds="a .env holds a few KEY=value lines",
+                      kind="a KEY=value file")
+    if text is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. "
-                          "Fix its permissions or move it away.", file=str(path)) from None
-    if len(data) > DOTENV_MAX_BYTES:
-        raise ConfigError(f"{path} is larger than {DOTENV_MAX_BYTES >> 10} KiB; a .env holds "
-                          "a few KEY=value lines. Trim it.", file=str(path))
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path} line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}). "
-                          "Save the file as UTF-8.", file=str(path)) from None
     import io
 
     from dotenv import dotenv_values  # only when a .env exists: keeps `--help` light
@@ -243,34 +230,29 @@ def read_config_bytes(path: Path, *, max_bytes: int = CONFIG_MAX_BYTES) -> str |
     """The UTF-8 text of ``path`` (a BOM dropped), ``None`` when it does not exist. At
     most ``max_bytes`` are read; a FIFO or device is refused without blocking. Every
     other problem is a :class:`ConfigError` naming the file and what to do."""
-    import stat
+    return _read_text(path, max_bytes, holds="a config.yaml holds a few settings", kind="a YAML file")
+
+
+def _read_text(path: Path, max_bytes: int, *, holds: str, kind: str) -> str | None:
+    """The UTF-8 text (a BOM dropped) of the config file ``path`` through
+    :func:`hermes.read_bounded`, ``None`` when it does not exist; every other problem is
+    one :class:`ConfigError` line naming the file. ``holds`` says what such a file
+    normally holds (for the too-large line), ``kind`` what to replace a non-file with."""
+    from .util import FileTooLargeError, NotRegularFileError, read_bounded
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        data = read_bounded(path, max_bytes)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except NotRegularFileError as exc:
+        raise ConfigError(f"{path} is {exc.strerror}, not a regular file. Replace it with {kind} "
+                          "or move it aside.", file=str(path)) from None
+    except FileTooLargeError:
+        raise ConfigError(f"{path} is larger than {max_bytes >> 10:,} KiB; {holds}. Trim it or "
+                          "move it aside.", file=str(path)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Fix its permissions or "
                           "move it aside.", file=str(path)) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"{path} is not a regular file. Replace it with a YAML file or "
-                              "move it aside.", file=str(path))
-        chunks, size = [], 0
-        while size <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.", file=str(path)) from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise ConfigError(f"{path} is larger than {max_bytes >> 10:,} KiB; a config.yaml holds "
-                          "a few settings. Trim it or move it aside.", file=str(path))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

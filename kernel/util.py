@@ -1,4 +1,4 @@
-"""Small helpers every plugin needs: token estimates, atomic writes, file locks.
+"""Small helpers every plugin needs: token estimates, atomic writes, bounded reads, file locks.
 
 Token counts come from the API's reported usage; before the first response the kernel
 uses :func:`estimate_tokens`, which is offline and CJK-aware (no tokenizer downloads).
@@ -7,6 +7,7 @@ uses :func:`estimate_tokens`, which is offline and CJK-aware (no tokenizer downl
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -14,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "atomic_writer", "estimate_tokens", "estimate_messages_tokens",
-           "file_lock", "is_cjk"]
+__all__ = ["FileTooLargeError", "NotRegularFileError", "atomic_write_text", "atomic_writer",
+           "estimate_tokens", "estimate_messages_tokens", "file_lock", "is_cjk", "read_bounded"]
 
 #: A writer's temporary file that is older than this is abandoned whoever wrote it.
 _STALE_TEMP_SECONDS = 3600.0
@@ -119,6 +120,64 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int | No
         raise TypeError(f"atomic_write_text needs str, not {type(text).__name__}")
     with atomic_writer(path, mode=mode) as fh:
         fh.write(text)
+
+
+class FileTooLargeError(OSError):
+    """:func:`read_bounded` found more than ``max_bytes`` in the file (``errno`` EFBIG,
+    ``filename`` the path, ``max_bytes`` the limit). Nothing past the limit was read."""
+
+    def __init__(self, path: str | os.PathLike[str], max_bytes: int):
+        super().__init__(errno.EFBIG, f"larger than {max_bytes:,} bytes", os.fspath(path))
+        self.max_bytes = max_bytes
+
+
+class NotRegularFileError(OSError):
+    """:func:`read_bounded` was pointed at a directory, FIFO, device or socket (``errno``
+    EISDIR for a directory, else EINVAL; ``filename`` the path; ``strerror`` the kind in
+    words: ``"a directory"``, ``"a FIFO"``, ``"a device"``, ``"a socket"``, else ``"a
+    special file"``; ``st_mode`` its mode). Nothing was read from it."""
+
+    def __init__(self, path: str | os.PathLike[str], st_mode: int):
+        import stat
+
+        kind = ("a directory" if stat.S_ISDIR(st_mode) else "a FIFO" if stat.S_ISFIFO(st_mode)
+                else "a device" if stat.S_ISCHR(st_mode) or stat.S_ISBLK(st_mode)
+                else "a socket" if stat.S_ISSOCK(st_mode) else "a special file")
+        code = errno.EISDIR if stat.S_ISDIR(st_mode) else errno.EINVAL
+        super().__init__(code, kind, os.fspath(path))
+        self.st_mode = st_mode
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, reading at most ``max_bytes`` + 1 of them
+    and never blocking: a FIFO with no writer or a device is refused, not waited on.
+
+    Raises :class:`NotRegularFileError` for anything but a regular file,
+    :class:`FileTooLargeError` past ``max_bytes``, and the ordinary :class:`OSError`
+    of ``os.open``/``os.read`` otherwise (:class:`FileNotFoundError` for a missing file
+    or a dangling symlink, ``ELOOP`` for a symlink loop, :class:`PermissionError`).
+    All are :class:`OSError`, so each caller words one line for its own file
+    (config.yaml, ``.env``, a memory file); decoding is the caller's too."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path, mode)
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise FileTooLargeError(path, max_bytes)
+    return b"".join(chunks)
 
 
 def is_cjk(char: str) -> bool:

@@ -244,6 +244,20 @@ def test_dotenv_is_read_into_a_mapping_never_into_os_environ(hermes_home, monkey
     assert read_dotenv(hermes_home / "missing.env") == {}
 
 
+def test_dotenv_fifo_is_refused_not_waited_on(tmp_path):
+    """A ``.env`` that is a FIFO with no writer used to hang every ``hermes`` start (it
+    was opened blocking); it is one ConfigError line now. Run in a child so a hang fails."""
+    fifo = tmp_path / ".env"
+    os.mkfifo(fifo)
+    code = ("import sys\nfrom hermes.config import read_dotenv\nfrom hermes import ConfigError\n"
+            "try:\n    read_dotenv(__import__('pathlib').Path(sys.argv[1]))\n"
+            "except ConfigError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True,
+                         timeout=30)
+    assert out.stdout.strip() == f"{fifo} is a FIFO, not a regular file. Replace it with a KEY=value " \
+                                 "file or move it aside."
+
+
 def test_plugin_sections_belong_to_their_plugin(kernel_factory):
     kernel = kernel_factory(config={"plugins": {"lcm": {"depth": 3}, "disabled": []}})
     assert kernel.plugin_config("lcm") == {"depth": 3}

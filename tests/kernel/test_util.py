@@ -131,3 +131,61 @@ def test_file_lock_creates_its_directory(tmp_path):
     with file_lock(tmp_path / "deep" / "f"):
         assert (tmp_path / "deep" / "f.lock").exists()
     assert os.listdir(tmp_path / "deep") == ["f.lock"]
+
+
+# -- read_bounded: the one bounded, non-blocking file read (config.yaml, .env, memory files)
+
+
+def test_read_bounded_reads_a_file_up_to_the_limit(tmp_path):
+    from hermes import FileTooLargeError, read_bounded
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    assert read_bounded(path, 100) == b"x" * 100
+    with pytest.raises(FileTooLargeError) as info:
+        read_bounded(path, 99)
+    assert isinstance(info.value, OSError) and info.value.filename == str(path)
+    assert info.value.max_bytes == 99 and "larger than 99 bytes" in str(info.value)
+
+
+@given(st.binary(max_size=300), st.integers(min_value=0, max_value=300))
+def test_read_bounded_returns_the_file_or_refuses_it(tmp_path_factory, data, limit):
+    from hermes import FileTooLargeError, read_bounded
+
+    path = tmp_path_factory.mktemp("rb") / "f"
+    path.write_bytes(data)
+    if len(data) <= limit:
+        assert read_bounded(path, limit) == data
+    else:
+        with pytest.raises(FileTooLargeError):
+            read_bounded(path, limit)
+
+
+def test_read_bounded_refuses_a_fifo_without_blocking_and_a_directory(tmp_path):
+    """Opening a FIFO with no writer blocks forever; the read must refuse it at once. A
+    child process runs it so that a regression fails the test instead of hanging it."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code = ("import sys, hermes\n"
+            "for p in sys.argv[1:]:\n"
+            "    try:\n"
+            "        hermes.read_bounded(p, 10)\n"
+            "    except hermes.NotRegularFileError as exc:\n"
+            "        print(exc.strerror, exc.errno, isinstance(exc, OSError))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(fifo), str(tmp_path), "/dev/null"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    import errno
+
+    assert out.stdout.splitlines() == [f"a FIFO {errno.EINVAL} True", f"a directory {errno.EISDIR} True",
+                                       f"a device {errno.EINVAL} True"]
+
+
+def test_read_bounded_missing_file_is_file_not_found(tmp_path):
+    from hermes import read_bounded
+
+    with pytest.raises(FileNotFoundError):
+        read_bounded(tmp_path / "missing", 10)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError):
+        read_bounded(tmp_path / "dangling", 10)
