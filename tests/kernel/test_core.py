@@ -236,7 +236,7 @@ def test_process_environment_wins_over_dotenv(tmp_path, kernel_factory, monkeypa
 
 
 @pytest.mark.parametrize("content, expected", [
-    (b"GOOD=1\nBAD=caf\xe9\n", r"\.env line 2: not valid UTF-8 \(byte 0xe9\)\. Save the file as UTF-8\."),
+    (b"GOOD=1\nBAD=caf\xe9\n", r"\.env, line 2: not valid UTF-8 \(byte 0xe9\)\. Save the file as UTF-8\."),
 ])
 def test_undecodable_dotenv_is_one_line_naming_the_file(tmp_path, kernel_factory, content, expected):
     home = _home(tmp_path, "a", content)
