@@ -182,14 +182,29 @@ def hermes_agent_shim() -> Iterator[None]:
                     sys.modules[name] = module  # type: ignore[assignment]
 
 
+#: A plugin.yaml names a plugin and its needs in a few lines; more is not read.
+MANIFEST_MAX_BYTES = 1 << 20
+
+
 def read_manifest(directory: Path) -> dict[str, Any]:
-    """The ``plugin.yaml`` of a plugin directory (``{}`` when there is none). A manifest
-    that is not a YAML mapping raises :class:`hermes.PluginError`."""
+    """The ``plugin.yaml`` of a plugin directory (``{}`` when there is none or it is not
+    a file). A manifest that cannot be read (:func:`hermes.read_bounded`: at most
+    :data:`MANIFEST_MAX_BYTES`), is not UTF-8 or is not a YAML mapping raises
+    :class:`hermes.PluginError`."""
+    from .util import NotRegularFileError, read_bounded
+
     path = directory / MANIFEST
-    if not path.is_file():
-        return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = read_bounded(path, MANIFEST_MAX_BYTES).decode("utf-8")
+    except (FileNotFoundError, NotADirectoryError, NotRegularFileError):
+        return {}
+    except OSError as exc:
+        raise PluginError(f"{path} cannot be read ({exc.strerror or exc}); fix it or move it "
+                          "aside") from exc
+    except UnicodeDecodeError as exc:
+        raise PluginError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PluginError(f"{path} is not valid YAML: {exc}") from exc
     if data is None:
@@ -224,14 +239,19 @@ class _Collector:
         return ignored
 
 
-class HermesStyleProvider:
-    """The pluggy plugin standing for one Hermes-style provider directory: it registers
-    ``factory`` as the memory provider ``name``."""
+class _HermesStyle:
+    """The pluggy plugin standing for one Hermes-style directory: ``name``, the
+    zero-argument ``factory`` of what it registers, and a one-line ``description``."""
 
-    def __init__(self, name: str, factory: Callable[[], MemoryProvider], description: str = ""):
+    def __init__(self, name: str, factory: Callable[[], Any], description: str = ""):
         self.name = name
         self.factory = factory
         self.description = description
+
+
+class HermesStyleProvider(_HermesStyle):
+    """The pluggy plugin standing for one Hermes-style provider directory: it registers
+    ``factory`` as the memory provider ``name``."""
 
     @hookimpl
     def hermes_register_memory_providers(self, register: Any) -> None:
@@ -275,14 +295,25 @@ def _has_hookimpls(module: ModuleType) -> bool:
     return any(callable(v) and hasattr(v, "hermes_impl") for v in vars(module).values())
 
 
-def _provider_class(module: ModuleType) -> type[MemoryProvider] | None:
-    """The first concrete MemoryProvider subclass the package defines (else imports)."""
+def _concrete_class(module: ModuleType, base: type) -> Any:
+    """The first concrete subclass of ``base`` (MemoryProvider, ContextEngine) the
+    package defines, else the first it imports; ``None`` when there is none. A class
+    that another candidate extends is passed over: the package's ``__init__`` names the
+    base it imports (from its own ``base.py`` too) before the class it builds on it."""
     found = [obj for obj in vars(module).values()
-             if isinstance(obj, type) and issubclass(obj, MemoryProvider)
-             and obj is not MemoryProvider and not inspect.isabstract(obj)]
+             if isinstance(obj, type) and issubclass(obj, base)
+             and obj is not base and not inspect.isabstract(obj)]
     own = [cls for cls in found if cls.__module__.startswith(module.__name__)]
     candidates = own or found
-    return candidates[0] if candidates else None
+    leaves = [c for c in candidates if not any(o is not c and issubclass(o, c) for o in candidates)]
+    return leaves[0] if leaves else None
+
+
+def _checked_factory(build: Callable[[], Any]) -> Callable[[], Any]:
+    """A factory that calls ``build`` once now (checking the plugin as Hermes does when
+    it loads it) and hands that object to its first caller; later calls build afresh."""
+    first = [build()]
+    return lambda: first.pop() if first else build()
 
 
 def _collect(module: ModuleType, name: str) -> MemoryProvider:
@@ -298,14 +329,9 @@ def _collect(module: ModuleType, name: str) -> MemoryProvider:
     return provider
 
 
-class HermesStyleEngine:
+class HermesStyleEngine(_HermesStyle):
     """The pluggy plugin standing for one ``plugins/context_engine/<name>/`` directory:
     it registers ``factory`` as the context engine ``name``."""
-
-    def __init__(self, name: str, factory: Callable[[], ContextEngine], description: str = ""):
-        self.name = name
-        self.factory = factory
-        self.description = description
 
     @hookimpl
     def hermes_register_context_engines(self, register: Any) -> None:
@@ -328,15 +354,12 @@ def _engine_factory(module: ModuleType, name: str) -> Callable[[], ContextEngine
         return engines[0]
 
     if callable(getattr(module, "register", None)):
-        first = [collect()]
-        return lambda: first.pop() if first else collect()
-    found = [obj for obj in vars(module).values()
-             if isinstance(obj, type) and issubclass(obj, ContextEngine)
-             and obj is not ContextEngine and not inspect.isabstract(obj)]
-    if not found:
+        return _checked_factory(collect)
+    cls = _concrete_class(module, ContextEngine)
+    if cls is None:
         raise PluginError("defines no ContextEngine subclass and no register(ctx) function; "
                           "a context engine directory needs one of them")
-    return found[0]
+    return cls
 
 
 def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
@@ -394,13 +417,8 @@ def _provider_factory(module: ModuleType, name: str) -> Callable[[], MemoryProvi
     """A zero-argument factory for the package's provider, checked once now (as Hermes
     checks it when it loads the plugin). Every later call builds a fresh provider."""
     if callable(getattr(module, "register", None)):
-        first = [_collect(module, name)]
-
-        def from_register() -> MemoryProvider:
-            return first.pop() if first else _collect(module, name)
-
-        return from_register
-    cls = _provider_class(module)
+        return _checked_factory(partial(_collect, module, name))
+    cls = _concrete_class(module, MemoryProvider)
     if cls is None:
         raise PluginError(
             "defines no MemoryProvider subclass, no register(ctx) function and no "
@@ -440,14 +458,21 @@ def load_hermes_style_plugins(pm: Any, directory: Path) -> None:
         pm.load_guarded(path.name, SOURCE_LOCAL, partial(_load_engine_package, path, meta), meta)
 
 
-def _load_engine_package(path: Path, meta: dict[str, Any]) -> Any:
-    """Import a ``context_engine/<name>/`` package: the module itself when it has
-    ``@hermes.hookimpl`` functions, else a :class:`HermesStyleEngine`."""
+def _import_dir(path: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], ModuleType]:
+    """The manifest and the freshly imported package of a plugin directory; its version
+    and module name go into ``meta`` for the plugin's record."""
     manifest = read_manifest(path)
     if manifest.get("version") is not None:
         meta["version"] = str(manifest["version"])
     module = _import_package(path)
     meta["module"] = module.__name__
+    return manifest, module
+
+
+def _load_engine_package(path: Path, meta: dict[str, Any]) -> Any:
+    """Import a ``context_engine/<name>/`` package: the module itself when it has
+    ``@hermes.hookimpl`` functions, else a :class:`HermesStyleEngine`."""
+    manifest, module = _import_dir(path, meta)
     if _has_hookimpls(module):
         return module
     return HermesStyleEngine(path.name, _engine_factory(module, path.name), _description(manifest, module))
@@ -457,11 +482,7 @@ def _load_package(path: Path, meta: dict[str, Any]) -> Any:
     """Import the package at ``path``: the module itself when it has ``@hermes.hookimpl``
     functions, else a :class:`HermesStyleProvider` for its memory provider. The
     manifest's version and the module name go into ``meta`` for the plugin's record."""
-    manifest = read_manifest(path)
-    if manifest.get("version") is not None:
-        meta["version"] = str(manifest["version"])
-    module = _import_package(path)
-    meta["module"] = module.__name__
+    manifest, module = _import_dir(path, meta)
     if _has_hookimpls(module):
         return module
     factory = _provider_factory(module, path.name)

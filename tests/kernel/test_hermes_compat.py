@@ -227,6 +227,23 @@ def test_a_broken_directory_is_a_recorded_failure(hermes_home: Path, files: dict
     assert "plugin broken" in capsys.readouterr().err
 
 
+def test_an_unreadable_manifest_is_one_line_naming_it(hermes_home: Path) -> None:
+    """plugin.yaml goes through hermes.read_bounded: bad bytes or a huge file are one
+    PluginError line naming it (not a UnicodeDecodeError traceback, not a read of it all)."""
+    from hermes.hermes_compat import MANIFEST_MAX_BYTES, read_manifest
+
+    directory = write_plugin(hermes_home, "bad", {"__init__.py": ""})
+    (directory / "plugin.yaml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(hermes.PluginError, match=r"plugin.yaml is not UTF-8 text"):
+        read_manifest(directory)
+    (directory / "plugin.yaml").write_bytes(b"#" * (MANIFEST_MAX_BYTES + 1))
+    with pytest.raises(hermes.PluginError, match=r"plugin.yaml cannot be read \(larger than"):
+        read_manifest(directory)
+    (directory / "plugin.yaml").unlink()
+    (directory / "plugin.yaml").mkdir()
+    assert read_manifest(directory) == {}  # not a file: no manifest, as before
+
+
 def test_strict_mode_raises_for_a_broken_directory(hermes_home: Path) -> None:
     write_plugin(hermes_home, "broken", {"__init__.py": "raise RuntimeError('nope')"})
     with pytest.raises(hermes.PluginError, match="nope"):

@@ -167,6 +167,17 @@ def test_hermes_style_context_engine_is_discovered_and_selectable(hermes_home: P
         assert kernel.registries.context_engines.get("tiny").description == "A tiny engine"
 
 
+def test_a_class_style_engine_is_its_own_class_not_one_it_imports(hermes_home: Path) -> None:
+    """Without register(ctx) the engine is the package's own ContextEngine subclass, as for
+    memory providers; the concrete engine it imports to extend came first before."""
+    base = ENGINE.replace("def register(ctx):\n    ctx.register_context_engine(TinyEngine())\n", "")
+    own = ('from .base import TinyEngine\n\n\nclass Mine(TinyEngine):\n'
+           '    @property\n    def name(self):\n        return "mine"\n')
+    write(hermes_home / "plugins" / "context_engine" / "mine", {"__init__.py": own, "base.py": base})
+    with hermes.Kernel(home=hermes_home, config={"context": {"engine": "mine"}}, load_plugins=["mine"]) as kernel:
+        assert kernel.create("context-engine").name == "mine"
+
+
 def test_load_plugin_dir_registers_under_another_name(kernel: Any, shimmy: Path) -> None:
     kernel.register_plugin(load_plugin_dir(shimmy, name="upstream-shimmy"), "upstream-shimmy")
     assert kernel.create("memory-provider", "upstream-shimmy").name == "shimmy"
