@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -185,3 +186,29 @@ def test_wal_frames_do_not_keep_the_text(hermes_home: Path) -> None:
     finally:
         kernel.close()
     assert raw_hits(hermes_home, b"kestrel") == [], os.listdir(hermes_home)
+
+
+def test_at_a_terminal_it_asks_first(hermes_home: Path) -> None:
+    """A real process in a pseudo-terminal: answering no removes nothing, yes removes."""
+    import sys
+
+    pexpect = pytest.importorskip("pexpect")
+    seed(hermes_home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env["HERMES_HOME"] = str(hermes_home)
+
+    def ask(answer: str) -> str:
+        child = pexpect.spawn(sys.executable, ["-m", "hermes.cli", "--no-plugins", "forget", SECRET],
+                              env=env, encoding="utf-8", timeout=60)
+        child.expect(r"Remove all of this\?")
+        before = child.before
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+        child.close()
+        return before + child.before
+
+    shown = ask("n")
+    assert "MEMORY.md entry" in shown and "Nothing was removed." in shown
+    assert raw_hits(hermes_home, b"kestrel")
+    ask("y")
+    assert raw_hits(hermes_home, b"kestrel") == []
