@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -694,10 +695,39 @@ def _privacy_warnings(home: Any) -> list[str]:
 
 
 def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
-    """Checks of the selected components that cost no network: the LLM client's
-    credentials, the context engine's window, threshold and any blocked state, and the
-    external memory provider's availability."""
+    """Checks of the selected components that cost no network, one kind at a time in
+    :data:`COMPONENT_KINDS` order: the kernel's own check of the kind (the LLM client's
+    credentials, the external memory provider's availability, the context engine's
+    window, threshold and any blocked state), then the selected component's own
+    ``factory.doctor(kernel) -> (lines, problems)`` when its factory has one (a session
+    store on a server checks its connection that way)."""
     lines: list[str] = []
+    for kind in COMPONENT_KINDS:
+        if not kind.setting:
+            continue
+        check = _KIND_CHECKS.get(kind.name)
+        if check is not None:
+            check(kernel, lines, problems)
+        _component_doctor(kernel, kind.name, lines, problems)
+    return lines
+
+
+def _component_doctor(kernel: Any, kind: str, lines: list[str], problems: list[str]) -> None:
+    """The selected ``kind`` component's own check, ``factory.doctor(kernel)``."""
+    name = kernel.selected(kind)
+    registry = kernel.registries.by_kind(kind)
+    check = getattr(registry.get(name).factory, "doctor", None) if name in registry else None
+    if check is None:
+        return
+    try:
+        found_lines, found_problems = check(kernel)
+        lines.extend(found_lines)
+        problems.extend(found_problems)
+    except Exception as exc:  # a broken check is itself the finding
+        problems.append(f"{kind} {name}: {type(exc).__name__}: {exc}")
+
+
+def _check_llm(kernel: Any, lines: list[str], problems: list[str]) -> None:
     provider = kernel.selected("llm")
     try:
         problem = kernel.llm_client().credentials_problem()
@@ -707,25 +737,16 @@ def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
         problems.append(f"{provider}: {problem.splitlines()[0]}")
     else:
         lines.append(f"credentials for {provider}: present")
-    # A session store on a server (hermes-postgres) hangs its own check on its factory:
-    # ``factory.doctor(kernel) -> (lines, problems)``; the SQLite store needs none.
-    store_name = kernel.selected("session-store")
-    stores = kernel.registries.by_kind("session-store")
-    store_check = getattr(stores.get(store_name).factory, "doctor", None) if store_name in stores else None
-    if store_check is not None:
-        try:
-            store_lines, store_problems = store_check(kernel)
-            lines.extend(store_lines)
-            problems.extend(store_problems)
-        except Exception as exc:  # a broken check is itself the finding
-            problems.append(f"session store {store_name}: {type(exc).__name__}: {exc}")
+
+
+def _check_context_engine(kernel: Any, lines: list[str], problems: list[str]) -> None:
     try:
         engine = kernel.create("context-engine")
         model = str(kernel.config.get("model.name"))
         window = kernel.config.get("model.context_length") or kernel.llm_client().context_length(model)
         if window:
             engine.model_thresholds = dict(kernel.config.get("compression.model_thresholds") or {})
-            engine.update_model(model, int(window), provider=provider)
+            engine.update_model(model, int(window), provider=kernel.selected("llm"))
         status = engine.get_status()
         should, reason = engine.should_compress_info(0)
         line = (f"context engine {engine.name}: window {status.get('context_length') or 'unknown'}, "
@@ -735,6 +756,9 @@ def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
         lines.append(line)
     except Exception as exc:
         problems.append(f"context engine: {type(exc).__name__}: {exc}")
+
+
+def _check_memory_provider(kernel: Any, lines: list[str], problems: list[str]) -> None:
     try:
         from .runtime.memory_manager import MemoryManager
 
@@ -748,7 +772,15 @@ def _doctor_checks(kernel: Any, problems: list[str]) -> list[str]:
                                 f"{external.get('reason') or 'no reason given'}")
     except Exception as exc:
         problems.append(f"memory: {type(exc).__name__}: {exc}")
-    return lines
+
+
+#: The kernel's own doctor check of each selectable kind (a kind without one is checked
+#: only by its component's ``factory.doctor``).
+_KIND_CHECKS: dict[str, Callable[[Any, list[str], list[str]], None]] = {
+    "llm": _check_llm,
+    "memory-provider": _check_memory_provider,
+    "context-engine": _check_context_engine,
+}
 
 
 @cli.command()

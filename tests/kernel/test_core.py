@@ -277,3 +277,30 @@ def test_plugin_settings_fill_defaults_and_resolve_references(hermes_home, kerne
     kernel = kernel_factory(config={"plugins": {"sqlite-sessions": {"synchronous": {"$file": "t.txt"}}}})
     assert kernel.plugin_settings("sqlite-sessions") == {
         "path": None, "write_timeout": 20.0, "synchronous": "full"}
+
+
+def test_doctor_asks_each_selected_component_of_every_kind(hermes_home):
+    """doctor walks COMPONENT_KINDS: the selected component of any selectable kind may
+    check itself (factory.doctor(kernel) -> (lines, problems))."""
+    from click.testing import CliRunner
+
+    from hermes.cli import cli
+
+    (hermes_home / "plugins").mkdir()
+    (hermes_home / "plugins" / "t_checked.py").write_text(
+        "import hermes\n\n"
+        "class Engine(hermes.ContextEngine):\n"
+        "    name = 't-checked'\n"
+        "    def update_from_response(self, usage): pass\n"
+        "    def should_compress(self, prompt_tokens=None): return False\n"
+        "    def compress(self, messages, **kw): return list(messages)\n\n"
+        "def make(kernel):\n"
+        "    return Engine()\n\n"
+        "make.doctor = lambda kernel: (['t-checked engine: fine'], ['t-checked engine: one problem'])\n\n"
+        "@hermes.hookimpl\n"
+        "def hermes_register_context_engines(register):\n"
+        "    register('t-checked', make)\n")
+    (hermes_home / "config.yaml").write_text("context:\n  engine: t-checked\n")
+    report = json.loads(CliRunner().invoke(cli, ["doctor", "--json"]).stdout)
+    assert "t-checked engine: fine" in report["checks"]
+    assert "t-checked engine: one problem" in report["problems"]
