@@ -200,9 +200,9 @@ def main() -> None:
 
         emit(bench="machine", python=sys.version.split()[0], cpus=multiprocessing.cpu_count(),
              platform=platform.platform(), note="shared machine: compare stores within this run only")
-        for kind in stores:
+        for kind in stores if args.appends else ():
             bench_append(kind, dsn if kind == "postgres" else str(tmp / "append.db"), args.appends)
-        for kind in stores:
+        for kind in stores if args.writers else ():
             bench_writers(kind, dsn if kind == "postgres" else str(tmp / "writers.db"), args.writers,
                           args.writer_messages)
         previous = 0
