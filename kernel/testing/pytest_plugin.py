@@ -14,6 +14,11 @@ Fixtures:
 * ``hook_recorder`` — a :class:`hermes.testing.HookRecorder` on the ``kernel`` fixture.
 * ``fake_llm`` — a started :class:`hermes.testing.fakellm.FakeLLMServer` (loopback), stopped
   at teardown; ``fake_llm.config(provider=...)`` points a kernel's main model at it.
+* ``agent_factory`` — ``agent_factory(config=None, provider="openai", *, plugins=(),
+  **agent_kwargs)`` builds an agent (:class:`hermes.runtime.agent.Agent`) on a new kernel
+  whose main model is ``fake_llm`` (``provider`` is the wire protocol), with the memory
+  nudge off; ``config`` sections are merged over that, ``plugins`` are registered before
+  the selection is checked. Every agent is closed at teardown.
 """
 
 from __future__ import annotations
@@ -88,3 +93,25 @@ def fake_llm() -> Iterator[Any]:
 
     with FakeLLMServer() as server:
         yield server
+
+
+@pytest.fixture
+def agent_factory(kernel_factory: Any, fake_llm: Any) -> Iterator[Any]:
+    from hermes.runtime.agent import Agent
+
+    agents: list[Any] = []
+
+    def make(config: dict | None = None, provider: str = "openai", *, plugins: Any = (),
+             **kwargs: Any) -> Any:
+        cfg = fake_llm.config(provider=provider)
+        cfg.setdefault("memory", {})["nudge_interval"] = 0
+        for key, value in (config or {}).items():
+            cfg.setdefault(key, {}).update(value)
+        kernel = kernel_factory(config=cfg, plugins=plugins, check_selection=True)
+        agent = Agent(kernel, **kwargs)
+        agents.append(agent)
+        return agent
+
+    yield make
+    for agent in agents:
+        agent.close()

@@ -10,29 +10,18 @@ from typing import Any
 
 import pytest
 
-import hermes
 from hermes.runtime.agent import Agent
 from hermes.testing.fakellm import Reply
+from hermes.testing.stubs import StubMemoryProvider, memory_provider_plugin
 
 
-class SwitchRecorder(hermes.MemoryProvider):
+class SwitchRecorder(StubMemoryProvider):
     """An external provider that records the session switches it is told about."""
+
+    name = "switchrec"  # type: ignore[assignment]
 
     def __init__(self) -> None:
         self.switches: list[tuple[str, dict[str, Any]]] = []
-
-    @property
-    def name(self) -> str:
-        return "switchrec"
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        pass
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
 
     def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "",
                           reset: bool = False, **kwargs: Any) -> None:
@@ -41,22 +30,12 @@ class SwitchRecorder(hermes.MemoryProvider):
 
 
 @pytest.fixture
-def agent(kernel_factory, fake_llm):
+def agent(agent_factory):
     recorder = SwitchRecorder()
-
-    class Plugin:
-        @hermes.hookimpl
-        def hermes_register_memory_providers(self, register: Any) -> None:
-            register("switchrec", lambda: recorder)
-
-    cfg = fake_llm.config(provider="openai")
-    cfg["memory"] = {"nudge_interval": 0, "provider": "switchrec"}
-    kernel = kernel_factory(config=cfg)
-    kernel.register_plugin(Plugin(), name="switchrec")
-    agent = Agent(kernel)
+    agent = agent_factory({"memory": {"provider": "switchrec"}},
+                          plugins=[memory_provider_plugin(recorder)])
     agent.recorder = recorder
-    yield agent
-    agent.close()
+    return agent
 
 
 def _chat(agent: Agent, fake_llm: Any, turns: int = 4) -> None:

@@ -147,25 +147,6 @@ def test_unanswered_tail_and_missing_results_units():
     assert unanswered_tail([]) == []
 
 
-@pytest.fixture
-def agent_factory(kernel_factory, fake_llm):
-    agents = []
-
-    def make(config=None, provider="openai", **kwargs):
-        cfg = fake_llm.config(provider=provider)
-        cfg.setdefault("memory", {})["nudge_interval"] = 0
-        for key, value in (config or {}).items():
-            cfg.setdefault(key, {}).update(value)
-        kernel = kernel_factory(config=cfg, check_selection=True)
-        agent = Agent(kernel, **kwargs)
-        agents.append(agent)
-        return agent
-
-    yield make
-    for agent in agents:
-        agent.close()
-
-
 # -- 2. a crash during the compaction split ------------------------------------------------
 
 _COMPACT_CHILD = textwrap.dedent("""

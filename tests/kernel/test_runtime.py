@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
-
 import hermes
-from hermes.runtime.agent import Agent, IterationBudget
+from hermes.runtime.agent import IterationBudget
 from hermes.testing.fakellm import Reply
 
 
@@ -18,25 +16,6 @@ def last_user_text(req) -> str:
             content = msg.get("content")
             return content if isinstance(content, str) else json.dumps(content)
     return ""
-
-
-@pytest.fixture
-def agent_factory(kernel_factory, fake_llm):
-    agents = []
-
-    def make(config=None, **kwargs):
-        cfg = fake_llm.config(provider="openai")
-        cfg.setdefault("memory", {})["nudge_interval"] = 0
-        for key, value in (config or {}).items():
-            cfg.setdefault(key, {}).update(value)
-        kernel = kernel_factory(config=cfg, check_selection=True)
-        agent = Agent(kernel, **kwargs)
-        agents.append(agent)
-        return agent
-
-    yield make
-    for agent in agents:
-        agent.close()
 
 
 def test_plain_answer_is_stored(agent_factory, fake_llm):

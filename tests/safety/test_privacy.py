@@ -18,6 +18,7 @@ import pytest
 
 import hermes
 from hermes.testing.fakellm import Reply
+from hermes.testing.stubs import StubMemoryProvider, memory_provider_plugin
 
 HERMES = Path(sys.executable).with_name("hermes")
 SECRET = "sk-proj-" + "Q7w" * 14
@@ -127,33 +128,18 @@ def test_doctor_names_group_readable_separately(hermes_home: Path) -> None:
     assert f"{hermes_home} can be read by its group (mode 0750)" in result.stdout
 
 
-class FailingProvider(hermes.MemoryProvider):
+class FailingProvider(StubMemoryProvider):
     name = "failing"  # type: ignore[assignment]
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        pass
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
 
     def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "") -> None:
         raise RuntimeError(f"backend refused the key {SECRET} (401)")
-
-
-class Plugin:
-    @hermes.hookimpl
-    def hermes_register_memory_providers(self, register: Any) -> None:
-        register("failing", lambda kernel: FailingProvider())
 
 
 def test_the_log_file_is_written_redacted_and_private(kernel_factory: Any, hermes_home: Path) -> None:
     from hermes.runtime.memory_manager import MemoryManager
 
     kernel = kernel_factory(config={"memory": {"provider": "failing"}})
-    kernel.register_plugin(Plugin(), "plugin-failing")
+    kernel.register_plugin(memory_provider_plugin(FailingProvider()))
     manager = MemoryManager(kernel)
     manager.initialize("s1")
     manager.sync_turn("hello", "world")

@@ -1,5 +1,5 @@
 """Memory inside real turns: the runtime agent, the real OpenAI SDK client and the
-loopback fake LLM server. Skipped until a session store is registered."""
+loopback fake LLM server."""
 
 from __future__ import annotations
 
@@ -11,25 +11,17 @@ import pytest
 
 import hermes
 from hermes.testing.fakellm import Reply
+from hermes.testing.stubs import StubMemoryProvider, memory_provider_plugin
 
 FENCE = "<memory-context>"
 
 
-class Recall(hermes.MemoryProvider):
+class Recall(StubMemoryProvider):
     name = "recall"  # type: ignore[assignment]
 
     def __init__(self) -> None:
         self.synced: list[tuple[str, str]] = []
         self.mirrored: list[tuple[str, str, str]] = []
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        pass
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         return "The user's cat is called Miso."
@@ -56,36 +48,18 @@ class Broken(hermes.MemoryProvider):
     on_session_switch = on_pre_compress = on_delegation = on_memory_write = _raise
 
 
-class Plugin:
-    def __init__(self, provider: hermes.MemoryProvider):
-        self.provider = provider
-
-    @hermes.hookimpl
-    def hermes_register_memory_providers(self, register: Any) -> None:
-        register(self.provider.name, lambda kernel: self.provider)
-
-
 @pytest.fixture
-def agent_factory(kernel_factory: Any, fake_llm: Any) -> Any:
-    from hermes.runtime.agent import Agent
-
-    agents: list[Any] = []
+def agent_factory(agent_factory: Any) -> Any:
+    """hermes' ``agent_factory``, taking the external memory provider to select:
+    ``agent_factory(Recall())`` registers that instance and selects it."""
 
     def make(provider: hermes.MemoryProvider | None = None, **kwargs: Any) -> Any:
-        cfg = fake_llm.config(provider="openai")
-        cfg["memory"] = {"nudge_interval": 0, "provider": provider.name if provider else ""}
-        kernel = kernel_factory(config=cfg)
-        if "sqlite" not in kernel.registries.session_stores:
-            pytest.skip("no session store registered yet (the sessions plugin)")
-        if provider is not None:
-            kernel.register_plugin(Plugin(provider), f"plugin-{provider.name}")
-        agent = Agent(kernel, **kwargs)
-        agents.append(agent)
-        return agent
+        if provider is None:
+            return agent_factory(**kwargs)
+        return agent_factory({"memory": {"provider": provider.name}},
+                             plugins=[memory_provider_plugin(provider)], **kwargs)
 
-    yield make
-    for agent in agents:
-        agent.close()
+    return make
 
 
 def _request_text(request: Any) -> str:
