@@ -9,6 +9,7 @@ is a separate test, so a failure names the seed that reproduces it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,16 @@ STATS = pytest.StashKey[Stats]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATS] = Stats()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Every fault test kills real hermes processes (seconds each): the whole suite is
+    # `slow`, so the contributors' fast target (-m "not slow") skips it while the full run
+    # and CI still run its default seeded sample.
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
