@@ -127,6 +127,12 @@ def _write(state: Any, target: str, op: dict[str, Any], as_json: bool) -> None:
             action=change.action, target=change.target, content=change.content,
             old_text=change.old_text, metadata=metadata,
         ))
+    _report(outcome, target, as_json)
+
+
+def _report(outcome: Outcome, target: str, as_json: bool) -> None:
+    """Print what a change did: its JSON (exit status 1 when it failed), else one line —
+    the confirmation with the file's usage, or the error worded for a person."""
     if as_json:
         echo_json(outcome.data)
         if not outcome.ok:
@@ -232,26 +238,24 @@ def undo(state: Any, change_id: int | None, as_json: bool) -> None:
     outcome = store.undo(change_id, who="cli", origin="undo")
     if outcome.committed:
         _mirror(kernel, outcome)
-    if as_json:
-        echo_json(outcome.data)
-        if not outcome.ok:
-            raise SystemExit(1)
-        return
-    if not outcome.ok:
-        raise hermes.HermesError(outcome.data["error"])
-    target = outcome.committed[0].target if outcome.committed else "memory"
-    click.echo(f"{outcome.data['message']} {FILES[target]}: {outcome.data['usage']}")
+    _report(outcome, outcome.committed[0].target if outcome.committed else "memory", as_json)
+
+
+def _quiet_manager(kernel: Any) -> hermes.MemoryManager:
+    """The memory manager for a command, built without its start-up warnings (an
+    unavailable provider): the command reports those itself."""
+    quiet = logging.getLogger("hermes.memory")
+    was_disabled, quiet.disabled = quiet.disabled, True
+    try:
+        return hermes.MemoryManager(kernel, platform="cli")
+    finally:
+        quiet.disabled = was_disabled
 
 
 def _mirror(kernel: Any, outcome: Outcome) -> None:
     """Emit ``hermes_memory_write`` and tell the external provider about each change of
     an undo, through the memory manager (the same path as the model's writes)."""
-    quiet = logging.getLogger("hermes.memory")
-    was_disabled, quiet.disabled = quiet.disabled, True
-    try:
-        manager = hermes.MemoryManager(kernel, platform="cli")
-    finally:
-        quiet.disabled = was_disabled
+    manager = _quiet_manager(kernel)
     try:
         manager.initialize("cli")
         for change in outcome.committed:
@@ -268,15 +272,9 @@ def _mirror(kernel: Any, outcome: Outcome) -> None:
 def status(state: Any, as_json: bool) -> None:
     """The built-in memory, the selected external provider, and whether it can run."""
     kernel = state.kernel()
-    # The manager logs an unavailable provider; here the report below says it instead.
-    quiet = logging.getLogger("hermes.memory")
-    was_disabled, quiet.disabled = quiet.disabled, True
-    try:
-        manager = hermes.MemoryManager(kernel)
-        data = manager.status()
-        manager.shutdown(timeout=1.0)
-    finally:
-        quiet.disabled = was_disabled
+    manager = _quiet_manager(kernel)
+    data = manager.status()
+    manager.shutdown(timeout=1.0)
     if as_json:
         echo_json(data)
         _exit_if_broken(data)
