@@ -52,6 +52,7 @@ def test_one_shot_answer_is_scriptable(tmp_path, fake_llm, flags):
     assert fake_llm.requests[-1].body["model"] == "fake-model"
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_continue_resumes_the_latest_session(tmp_path, fake_llm, flags):
     assert run(["chat", *flags, "-q", "my name is Ada"], tmp_path).returncode == 0
     proc = run(["chat", *flags, "-c", "-q", "what is my name?"], tmp_path)
@@ -62,6 +63,7 @@ def test_continue_resumes_the_latest_session(tmp_path, fake_llm, flags):
     assert sent[0]["content"] == fake_llm.requests[0].body["messages"][0]["content"]
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_piped_stdin_is_one_message(tmp_path, fake_llm, flags):
     proc = run(["chat", *flags], tmp_path, input="first line\n/help\nthird line\n")
     assert proc.returncode == 0, proc.stderr
@@ -105,6 +107,7 @@ def test_json_reports_a_failed_call_with_status_1(tmp_path, fake_llm, flags):
     assert data["status"] == "failed" and "500" in data["error"]
 
 
+@pytest.mark.slow  # a hermes process per run; the fast target keeps one per feature
 def test_provider_failure_is_one_line(tmp_path, fake_llm, flags):
     (tmp_path / "config.yaml").write_text("model:\n  max_retries: 0\n")
     fake_llm.queue(Reply(error=500))

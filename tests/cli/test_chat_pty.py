@@ -160,6 +160,7 @@ def test_tool_call_shown_on_one_line_while_it_runs(term, fake_llm):
     assert t.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_ctrl_c_stops_the_answer_keeps_it_and_the_chat_goes_on(term, fake_llm, tmp_path):
     t = term()
     words = " ".join(f"w{i}" for i in range(400))  # ~6 s of streaming: time to interrupt it
@@ -208,6 +209,7 @@ def test_ctrl_c_with_text_clears_the_line(term, fake_llm):
     assert t.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_undo_retry_and_resume(term, fake_llm, tmp_path):
     t = term()
     t.say("first")
@@ -256,6 +258,7 @@ def test_compress_notice_is_shown_once_on_its_own_line(term, fake_llm):
     assert t.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_failed_write_is_one_line_and_the_chat_stays_open(term, fake_llm, tmp_path):
     t = term(config="plugins:\n  sqlite-sessions:\n    write_timeout: 0.5\n")
     t.say("before the lock")
@@ -276,6 +279,7 @@ def test_failed_write_is_one_line_and_the_chat_stays_open(term, fake_llm, tmp_pa
     assert t.leave() == 0
 
 
+@pytest.mark.slow  # a chat process per check: the fast target keeps the core flows
 def test_pasted_invalid_utf8_never_becomes_a_traceback(term, fake_llm):
     t = term()
     os.write(t.child.child_fd, b"caf\xe9 \xff\xfe ok\r")

@@ -295,6 +295,7 @@ def test_writes_refused_on_malformed_config(site, hermes_home):
         assert path.read_bytes() == before
 
 
+@pytest.mark.slow  # many hermes processes; the other plugins CLI tests stay fast
 def test_concurrent_disables_lose_nothing(site, hermes_home):
     """Real `hermes` processes racing to edit plugins.disabled."""
     (hermes_home / "config.yaml").write_text(CONFIG)

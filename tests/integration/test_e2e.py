@@ -105,6 +105,7 @@ def test_multi_session_story(make_kernel, fake_llm):
     assert s1 in tool_results[0]  # the hit names the session it came from
 
 
+@pytest.mark.slow  # a long session; test_multi_session_story stays fast
 def test_long_tool_heavy_session_compacts_without_orphans(make_kernel, fake_llm, register_plugin):
     kernel = make_kernel(model={"context_length": 6000}, compression={"protect_last_n": 4})
 

@@ -73,6 +73,7 @@ def url_of(fake_llm, provider: str) -> str:
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.slow  # a hermes process killed per provider; the fast target keeps the streamed-answer crash
 def test_crash_while_a_tool_runs_can_be_continued(tmp_path, fake_llm, provider):
     fake_llm.queue(Reply(tool_calls=[{"name": "deploy", "arguments": {}, "id": "call_deploy_1"}]))
     child = run_child(tmp_path, provider, url_of(fake_llm, provider), "deploy the site")
@@ -169,6 +170,7 @@ _COMPACT_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a hermes process killed mid-split; the fast target keeps the streamed-answer crash
 def test_crash_during_the_compaction_split_resumes_the_conversation(tmp_path, fake_llm):
     fake_llm.handler = lambda req: (Reply(text="ok") if req.body.get("tools")
                                     else Reply(text="## Goal\nsummary: the user is Ada"))
@@ -230,6 +232,7 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # two hermes processes; test_session_lock_in_process stays in the fast target
 def test_two_chats_on_one_session_the_second_is_refused(tmp_path, fake_llm):
     assert chat(tmp_path, fake_llm, "-q", "first message").returncode == 0
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}

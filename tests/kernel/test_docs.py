@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 
 from hermes.cli import cli
 from hermes.config import DEFAULTS
@@ -78,6 +79,7 @@ def test_readme_newcomer_commands_are_true():
     assert "chat" in cli.commands
 
 
+@pytest.mark.slow  # installs the tutorial plugin and runs hermes; the other docs checks stay fast
 def test_the_tutorial_plugin_works_as_printed(tmp_path):
     """Every file of docs/writing-plugins.md is written out; the distribution is made
     visible as if pip-installed (its dist-info from its own pyproject), and its tests —

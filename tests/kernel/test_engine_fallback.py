@@ -47,6 +47,7 @@ def _run(args: list[str], home: Path) -> subprocess.CompletedProcess:
     return subprocess.run(HERMES + args, capture_output=True, text=True, env=env, timeout=120)
 
 
+@pytest.mark.slow  # hermes processes; the in-process fallback tests stay fast
 def test_chat_falls_back_and_strict_refuses(tmp_path, fake_llm):
     (tmp_path / "config.yaml").write_text("context:\n  engine: t-not-installed\n")
     flags = ["--provider", "openai", "--base-url", fake_llm.openai_url, "--model", "fake-model"]

@@ -750,6 +750,7 @@ def _age(*paths: Path) -> None:
         os.utime(path, (old, old))
 
 
+@pytest.mark.slow  # installs distributions; the other discovery tests stay fast
 def test_entry_point_cache_is_used_and_sees_installs_and_removals(tmp_path):
     """A second start with nothing changed answers from the cache (importlib_metadata is
     not even imported); installing or removing a distribution is seen at once."""

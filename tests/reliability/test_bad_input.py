@@ -98,6 +98,7 @@ def test_a_huge_config_is_refused_after_a_bounded_read(hermes_home: Path) -> Non
     assert read_bytes_during(load) < 2 << 20
 
 
+@pytest.mark.slow  # a hermes process per command; test_broken_config_is_one_line_exit_2 stays fast
 def test_commands_still_work_with_a_broken_config(hermes_home: Path) -> None:
     (hermes_home / "config.yaml").write_text("model:\n  name: [oops\n", encoding="utf-8")
     helped = hermes(hermes_home, "--help")
@@ -129,6 +130,7 @@ def test_a_read_only_home_is_one_line(hermes_home: Path, command: tuple[str, ...
         hermes_home.chmod(0o755)
 
 
+@pytest.mark.slow  # several hermes processes; the other one-line checks stay fast
 def test_a_read_only_state_db_is_one_line_and_still_readable(hermes_home: Path, tmp_path: Path) -> None:
     source = tmp_path / "chat.jsonl"
     source.write_text('{"role": "user", "content": "hello"}\n', encoding="utf-8")

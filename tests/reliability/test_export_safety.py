@@ -47,9 +47,14 @@ def snapshot(home: Path) -> dict[str, bytes]:
             if p.is_file() and not p.name.startswith("state.db")}
 
 
+# A hermes process per target: the fast target keeps the database, the config and a
+# symlink; the other targets run in the full run.
+SLOW = pytest.mark.slow
 @pytest.mark.parametrize("target", [
-    "state.db", "state.db-wal", "state.db-shm", "config.yaml", ".env",
-    "memories/MEMORY.md", "memories/USER.md", "./memories/../config.yaml", "LINK",
+    "state.db", pytest.param("state.db-wal", marks=SLOW), pytest.param("state.db-shm", marks=SLOW),
+    "config.yaml", pytest.param(".env", marks=SLOW), pytest.param("memories/MEMORY.md", marks=SLOW),
+    pytest.param("memories/USER.md", marks=SLOW),
+    pytest.param("./memories/../config.yaml", marks=SLOW), "LINK",
 ])
 def test_hermes_own_files_are_refused(home: Path, target: str, tmp_path: Path) -> None:
     if target == "LINK":

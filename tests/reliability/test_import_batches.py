@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,6 +69,7 @@ def rows(db: Path, session_id: str) -> list[tuple[int, str]]:
         conn.close()
 
 
+@pytest.mark.slow  # a huge import in a second process; test_batch_size_never_changes_what_is_imported stays fast
 def test_another_process_writes_between_the_batches_of_one_huge_session(hermes_home: Path,
                                                                        tmp_path: Path) -> None:
     source = big_session(tmp_path / "big.jsonl")
@@ -92,6 +94,7 @@ def test_another_process_writes_between_the_batches_of_one_huge_session(hermes_h
     assert between, "the other process got the database while the import ran"
 
 
+@pytest.mark.slow  # a huge import killed in a real process; test_batch_size_never_changes_what_is_imported stays fast
 def test_an_import_killed_part_way_finishes_when_run_again(hermes_home: Path, tmp_path: Path) -> None:
     source = big_session(tmp_path / "big.jsonl")
     db = hermes_home / "state.db"

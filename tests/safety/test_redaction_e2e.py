@@ -77,6 +77,7 @@ class Plugin:
         register(self.provider.name, lambda kernel: self.provider)
 
 
+@pytest.mark.slow  # every secret format through full turns; the LCM variant stays fast
 def test_no_secret_format_reaches_a_memory_provider_or_the_summariser(kernel_factory: Any, fake_llm: Any) -> None:
     from hermes.runtime.agent import Agent
 

@@ -84,6 +84,7 @@ def _filler(rows: list[dict], rng, size: int) -> list[str]:
     return parts
 
 
+@pytest.mark.slow  # every attack inside long documents; the corpus checks stay fast
 def test_attacks_stay_blocked_inside_long_documents() -> None:
     # Long texts are searched only near each rule's prefilter words; an attack in the
     # middle of 6 KB of look-alike text must still be found.

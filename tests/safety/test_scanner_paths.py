@@ -24,6 +24,7 @@ def tune_rows(scope: str) -> list[dict]:
         return [row for row in map(json.loads, fh) if row["scope"] == scope]
 
 
+@pytest.mark.slow  # the whole corpus through the CLI; test_memory_add_in_a_real_process stays fast
 def test_memory_add_blocks_attacks_and_keeps_benign_notes(tmp_path: Path) -> None:
     rows = tune_rows("memory")
     assert len(rows) >= 60

@@ -90,6 +90,7 @@ def test_the_agent_stores_a_cut_answer_marked_incomplete(provider, fault, kernel
         agent.close()
 
 
+@pytest.mark.slow  # a hermes process; the in-process broken-response tests stay fast
 def test_hermes_chat_against_a_web_page_prints_one_line(tmp_path, fake_llm):
     fake_llm.handler = lambda req: Reply(text="x", fault="html")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}

@@ -197,6 +197,7 @@ def test_replay_reconstructs_every_past_state(tmp_path_factory: Any, ops: list[A
             assert store.state_at(target, rec["time"]) == expected[target], (rec_id, target)
 
 
+@pytest.mark.slow  # writes past the journal bound; the other journal tests stay fast
 def test_the_journal_is_bounded_and_says_when_history_is_gone(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path, memory_limit=100_000, history_max_bytes=8192)
     for i in range(300):

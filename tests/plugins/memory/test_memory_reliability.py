@@ -42,6 +42,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # eight processes; the in-process reliability tests stay fast
 def test_eight_processes_adding_concurrently_lose_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "memories"
     go = tmp_path / "go"

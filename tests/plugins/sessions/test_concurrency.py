@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from hermes.plugins.sessions.store import SQLiteSessionStore
 
 WRITER = textwrap.dedent("""
@@ -107,6 +109,7 @@ def _verify(path: Path, procs: int, per_proc: int) -> None:
         store.close()
 
 
+@pytest.mark.slow  # eight processes; test_import_alongside_live_appends stays fast
 def test_eight_processes_thousand_appends_each(tmp_path: Path) -> None:
     """The reliability target: 8 processes x 1,000 appends, zero errors, zero lost or
     duplicated messages, FTS in agreement with the messages table."""
