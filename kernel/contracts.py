@@ -252,6 +252,12 @@ class Tool:
     for enabling and guidance (``memory``, ``session_search``, ``skills`` …).
     ``available`` is an optional zero-argument check; a tool whose check is false is not
     offered to the model.
+
+    A *tool source* is a ``Tool`` with ``expand`` set: it is never offered itself;
+    :meth:`hermes.Kernel.tools` replaces it by the tools ``expand(kernel)`` returns,
+    each time it is called (so tools found at run time, e.g. an MCP server's, appear
+    when an agent first asks and vanish when the source withdraws them; the source
+    caches). ``close()``, when the source has it, is called by :meth:`hermes.Kernel.close`.
     """
 
     name: str
@@ -260,6 +266,7 @@ class Tool:
     parallel_safe: bool = False
     toolset: str = ""
     available: Callable[[], bool] | None = None
+    expand: Callable[[Any], list[Tool]] | None = None
 
     def openai_schema(self) -> dict[str, Any]:
         """The schema with its name filled in."""

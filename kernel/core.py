@@ -338,17 +338,36 @@ class Kernel:
             log.warning("no auxiliary model for %s: %s", task, exc)
             return None
 
-    def tools(self) -> list[Any]:
-        """Every registered :class:`hermes.Tool` whose availability check passes."""
+    def tools(self, *, expand: bool = True) -> list[Any]:
+        """Every registered :class:`hermes.Tool` whose availability check passes; a tool
+        source (``Tool.expand`` set) is replaced by the tools it expands to (after the
+        registered ones; a name already taken is dropped), or left out with
+        ``expand=False`` (callers that must not start what a source starts)."""
         out = []
+        sources = []
         for entry in self.registries.tools:
             tool = entry.factory
             check = getattr(tool, "available", None)
             try:
                 if check is None or check():
-                    out.append(tool)
+                    if getattr(tool, "expand", None) is not None:
+                        sources.append(tool)
+                    else:
+                        out.append(tool)
             except Exception as exc:  # a broken check hides the tool, it never breaks a turn
                 log.warning("tool %s availability check failed: %s", tool.name, exc)
+        if expand and sources:
+            taken = {t.name for t in out}
+            for source in sources:
+                try:
+                    found = list(source.expand(self) or [])
+                except Exception as exc:  # a broken source hides its tools, it never breaks a turn
+                    log.warning("tool source %s failed: %s", source.name, exc)
+                    continue
+                for tool in found:
+                    if tool.name not in taken:
+                        taken.add(tool.name)
+                        out.append(tool)
         return out
 
     def plugin_config(self, name: str) -> dict[str, Any]:
@@ -365,7 +384,15 @@ class Kernel:
         self.pm.emit(hook_name, **kwargs)
 
     def close(self) -> None:
-        """Release shared instances (database connections, HTTP clients)."""
+        """Release shared instances (database connections, HTTP clients) and close tool
+        sources (``Tool.expand``) that have a ``close()``."""
+        for entry in self.registries.tools:
+            source_close = getattr(entry.factory, "close", None)
+            if getattr(entry.factory, "expand", None) is not None and callable(source_close):
+                try:
+                    source_close()
+                except Exception as exc:  # closing must never fail the caller
+                    log.debug("closing tool source %s failed: %s", entry.name, exc)
         for instance in self._instances.values():
             close = getattr(instance, "close", None)
             if callable(close):

@@ -110,7 +110,12 @@ def hermes_register_tools(register: RegisterTool) -> None:
     **When:** once per kernel, during boot.
 
     **How:** ``register(tool)`` with a :class:`hermes.Tool` (name, JSON schema, handler,
-    ``parallel_safe``, ``toolset``). The tool's ``name`` is its registry key.
+    ``parallel_safe``, ``toolset``). The tool's ``name`` is its registry key. Tools known
+    only at run time (an MCP server's) come from a *tool source*: a ``Tool`` with
+    ``expand(kernel) -> list[Tool]`` set, expanded lazily by ``Kernel.tools()`` (so
+    nothing starts at boot, only when an agent or command asks for the tools; it may
+    return fewer tools later to withdraw them) and closed by ``Kernel.close()`` when it
+    has a ``close()``. ``Kernel.tools(expand=False)`` leaves sources out.
 
     **Returns:** nothing.
 

@@ -1,7 +1,12 @@
-"""hermes-mcp: Hermes' memory and session history served over the Model Context Protocol.
+"""hermes-mcp: Hermes over the Model Context Protocol, both ways.
 
-Adds the ``hermes mcp`` command group (``serve``). The MCP SDK is imported only when a
-command runs, so loading this plugin (every ``hermes`` invocation) stays cheap.
+* ``hermes mcp serve``: Hermes' memory and session history for MCP clients.
+* ``mcp_servers:`` in config.yaml: MCP servers' tools offered to the model in
+  ``hermes chat`` as ``mcp_<server>_<tool>`` (a tool source, started only when an agent
+  asks for its tools); ``hermes mcp list`` shows them.
+
+The MCP SDK is imported only when a command runs or a server is started, so loading this
+plugin (every ``hermes`` invocation) stays cheap.
 """
 
 from __future__ import annotations
@@ -16,3 +21,10 @@ def hermes_register_commands(cli: Any) -> None:
     from .cli import mcp
 
     cli.add_command(mcp)
+
+
+@hermes.hookimpl
+def hermes_register_tools(register: Any) -> None:
+    from .client import MCPToolSource
+
+    register(MCPToolSource())

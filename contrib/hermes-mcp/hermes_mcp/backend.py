@@ -123,7 +123,7 @@ class Backend:
             elif name:
                 # an external provider's tool may store what it is given: a writer's tool
                 out[name] = (schema, frozenset({MEMORY_READ, MEMORY_WRITE}))
-        for tool in self.kernel.tools():
+        for tool in self.kernel.tools(expand=False):
             if tool.name == "session_search":
                 out[tool.name] = (tool.openai_schema(), frozenset({SESSIONS_READ}))
         out["sessions_list"] = (SESSIONS_LIST_SCHEMA, frozenset({SESSIONS_READ}))
@@ -165,7 +165,7 @@ class Backend:
             if name == "sessions_list":
                 return self._sessions_list(args)
             if name == "session_search":
-                tool = next(t for t in self.kernel.tools() if t.name == name)
+                tool = next(t for t in self.kernel.tools(expand=False) if t.name == name)
                 return tool.handler(args, hermes.ToolContext(kernel=self.kernel, session_id=""))
             with self._lock:
                 # each MCP call is its own "turn": the memory tool's per-turn failure cap restarts

@@ -58,3 +58,35 @@ def serve(state: Any, http: str | None, read_only: bool) -> None:
         uvicorn.run(http_app(backend, host, tokens), host=host, port=port, log_level="warning")
     finally:
         backend.close()
+
+
+@mcp.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def list_servers(state: Any, as_json: bool) -> None:
+    """Start the MCP servers of `mcp_servers:` in config.yaml and show each one's
+    transport, state (ready, failed, died) and tools as the model sees them."""
+    from hermes.cli import echo_json
+
+    from .client import MCPToolSource, tool_name
+
+    kernel = state.kernel()
+    source = MCPToolSource()  # its own, started and closed here, as an agent's would be
+    try:
+        source.tools_of(kernel)
+        rows = [{"name": s.name, "transport": s.transport, "state": s.state, "reason": s.reason,
+                 "tools": [tool_name(s.name, t.name) for t in s.tools]}
+                for s in source.servers.values()]
+    finally:
+        source.close()
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("No MCP servers configured (add mcp_servers: to config.yaml).")
+        return
+    for row in rows:
+        why = f" ({row['reason']})" if row["reason"] else ""
+        click.echo(f"{row['name']}  [{row['transport']}]  {row['state']}{why}")
+        for name in row["tools"]:
+            click.echo(f"    {name}")
