@@ -21,16 +21,17 @@ warning) and its tools are withdrawn; the chat goes on.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
 import threading
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hermes
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ class MCPToolSource(hermes.Tool):
             pending = [s for s in self.servers.values() if s.state == "starting"]
             if not pending:
                 return
+            import asyncio  # only with servers to run: `hermes --help` stays cheap
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._loop.run_forever, name="hermes-mcp-client", daemon=True)
             self._thread.start()
@@ -146,6 +148,8 @@ class MCPToolSource(hermes.Tool):
 
     async def _hold(self, server: ServerState) -> None:
         """Connect, list tools, then keep the session open until closed or it dies."""
+        import asyncio
+
         from mcp import Client
 
         server.stop = asyncio.Event()
@@ -158,9 +162,9 @@ class MCPToolSource(hermes.Tool):
                     server.state = "ready"
                 server.ready.set()
                 await server.stop.wait()
+        except asyncio.CancelledError:
+            return
         except BaseException as exc:  # noqa: BLE001 - a server's failure is a state, never a crash
-            if isinstance(exc, asyncio.CancelledError):
-                return
             self._fail(server, exc)
         finally:
             server.client = None
@@ -202,10 +206,12 @@ class MCPToolSource(hermes.Tool):
         if server is None or server.state != "ready" or server.client is None or self._loop is None:
             why = server.reason if server else "not configured"
             return json.dumps({"error": f"MCP server {server_name!r} is not available ({why})"})
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(server.client.call_tool(tool, args), self._loop)
         try:
             result = future.result(server.timeout)
-        except FutureTimeout:
+        except TimeoutError:  # concurrent.futures' is the builtin since 3.11
             future.cancel()
             return json.dumps({"error": f"MCP tool {tool!r} on {server_name!r} timed out after {server.timeout:g}s"})
         except Exception as exc:  # the server died or answered with a protocol error
@@ -224,6 +230,8 @@ class MCPToolSource(hermes.Tool):
     def _alive(self, server: ServerState) -> bool:
         if self._loop is None or server.client is None:
             return False
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(server.client.send_ping(), self._loop)
         try:
             future.result(5)

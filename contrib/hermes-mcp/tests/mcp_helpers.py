@@ -20,9 +20,10 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def hermes(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+def hermes(home: Path, *args: str, input: str | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(HERMES + list(args), input=input, capture_output=True, text=True,
-                          env=clean_env(home), timeout=120)
+                          env=clean_env(home, **(env or {})), timeout=120)
 
 
 @asynccontextmanager

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from mcp_helpers import hermes
+from mcp_helpers import hermes, start_http, stop
 
 from hermes.testing.fakellm import Reply
 
@@ -84,3 +84,30 @@ def test_mcp_list_shows_servers_state_and_tools(tmp_path: Path) -> None:
     assert rows["calc"]["tools"] == ["mcp_calc_add", "mcp_calc_slow", "mcp_calc_crash"]
     assert rows["ghost"]["state"] == "failed" and rows["ghost"]["tools"] == []
     assert rows["ghost"]["reason"]
+
+
+def test_http_server_with_an_env_header_is_used(tmp_path: Path, fake_llm) -> None:
+    """The other direction over HTTP: a Hermes memory server (token required) as a client's server."""
+    served, client = tmp_path / "served", tmp_path / "client"
+    served.mkdir()
+    client.mkdir()
+    (served / "config.yaml").write_text(yaml.safe_dump(
+        {"plugins": {"mcp": {"tokens": [{"token": "s3cret-token", "scopes": ["memory:read"]}]}}}))
+    assert hermes(served, "memory", "add", "Served over HTTP").returncode == 0
+    proc, url = start_http(served)
+    try:
+        configure(client, mem={"url": url, "headers": {"Authorization": {"$env": "MEM_AUTH"}}})
+        listed = hermes(client, "mcp", "list", "--json", env={"MEM_AUTH": "Bearer s3cret-token"})
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout) == [{"name": "mem", "transport": "http", "state": "ready",
+                                              "reason": "", "tools": ["mcp_mem_memory"]}]
+        fake_llm.queue(Reply(tool_calls=[{"name": "mcp_mem_memory", "arguments": {"action": "view"}}]), "ok")
+        done = hermes(client, "chat", "--provider", "openai", "--base-url", fake_llm.openai_url,
+                      "--model", "fake-model", "-q", "what do you remember?", env={"MEM_AUTH": "Bearer s3cret-token"})
+        assert done.returncode == 0, done.stderr
+        assert "Served over HTTP" in tool_results(fake_llm.requests[1])[0]
+        # without the header the server refuses: reported once, the chat goes on
+        bad = hermes(client, "mcp", "list", "--json", env={"MEM_AUTH": "Bearer wrong"})
+        assert json.loads(bad.stdout)[0]["state"] == "failed"
+    finally:
+        stop(proc)
