@@ -12,6 +12,7 @@ every one added later:
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,13 +47,26 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
+def parsed(path: Path) -> tuple[ast.Module, tuple[ast.AST, ...]]:
+    """The tree of ``path`` and all its nodes (``ast.walk`` order), parsed once per run:
+    the rules below read the same files again and again, and parsing and walking them per
+    rule was most of this file's time. The trees are only read, never changed."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return tree, tuple(ast.walk(tree))
+
+
 def imports(path: Path, source: str | None = None) -> Iterator[tuple[int, str, list[str], bool]]:
     """``(line, absolute module, imported names, at module level)`` for each import."""
-    tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"), str(path))
+    if source is None:
+        tree, nodes = parsed(path)
+    else:
+        tree = ast.parse(source, str(path))
+        nodes = tuple(ast.walk(tree))
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     top_level = {id(node) for node in tree.body}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, [], id(node) in top_level
@@ -89,7 +103,7 @@ def test_kernel_never_imports_plugins_or_contrib():
             if module.split(".")[0] in contrib:
                 problems.append(f"{rel(path)}:{line} imports contrib package {module}")
         # Dynamic imports by name, too (only the default-plugin list is allowed).
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in parsed(path)[1]:
             if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", ""))
                     in ("import_module", "__import__") and node.args
                     and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
@@ -181,7 +195,7 @@ def _sources(*dirs: Path) -> list[Path]:
 
 def _calls(path: Path) -> Iterator[tuple[int, str]]:
     """``(line, dotted callee)`` of every call in ``path`` (``os.environ.setdefault``)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in parsed(path)[1]:
         if isinstance(node, ast.Call):
             parts, func = [], node.func
             while isinstance(func, ast.Attribute):
@@ -209,7 +223,7 @@ def test_kernel_and_default_plugins_never_write_os_environ():
                 if "testing" not in p.relative_to(ROOT).parts
                 for line, callee in _calls(p) if callee in writers]
     for path in _sources(KERNEL, PLUGINS):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in parsed(path)[1]:
             targets = getattr(node, "targets", None) or ([node.target] if isinstance(node, ast.AugAssign) else [])
             for target in targets:
                 if isinstance(target, ast.Subscript) and ast.unparse(target.value) == "os.environ":
@@ -219,7 +233,7 @@ def test_kernel_and_default_plugins_never_write_os_environ():
 
 def _top_modules(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in parsed(path)[1]:
         if isinstance(node, ast.Import):
             found |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -268,8 +282,8 @@ def test_one_copy_of_the_shared_helpers():
     for path in _sources(KERNEL, PLUGINS, CONTRIB):
         if "tests" in path.parts or path.name == "fakellm.py":
             continue  # the fake server parses Anthropic blocks its own way, on purpose
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        nodes = parsed(path)[1]
+        for node in nodes:
             if (isinstance(node, ast.FunctionDef) and node.name in ("_text_of", "text_of", "message_text")
                     and "content_text" not in ast.unparse(node)):
                 problems.append(f"{rel(path)}:{node.lineno} defines {node.name} (use hermes.content_text)")
@@ -280,7 +294,7 @@ def test_one_copy_of_the_shared_helpers():
                 source_line = path.read_text(encoding="utf-8").splitlines()[line - 1]
                 if "retry-after" in source_line:
                     problems.append(f"{rel(path)}:{line} parses retry-after (use hermes.retry_after)")
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and path != KERNEL / "workers.py"):
+        for cls in (n for n in nodes if isinstance(n, ast.ClassDef) and path != KERNEL / "workers.py"):
             bases = {ast.unparse(b) for b in cls.bases}
             if bases & {"hermes.MemoryProvider", "MemoryProvider"} and any(
                     isinstance(n, ast.Call) and ast.unparse(n.func).endswith("CircuitBreaker")
@@ -317,9 +331,9 @@ MAX_FUNCTION_LINES = 60
 def _long_functions() -> dict[str, int]:
     found = {}
     for path in _sources(KERNEL, PLUGINS):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        for node in ast.walk(tree):
+        nodes = parsed(path)[1]
+        parents = {child: node for node in nodes for child in ast.iter_child_nodes(node)}
+        for node in nodes:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             lines = node.end_lineno - node.lineno + 1 if node.end_lineno else 0
