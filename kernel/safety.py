@@ -896,6 +896,20 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                 where = raw_span(run_span) if run_span else None
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
+    if score < ruleset.threshold and rules is None:
+        # The rules missed it: ask the learned model (trained beside the packaged rules,
+        # so only with them), which knows attack vocabulary rather than exact forms.
+        from .threat_model import load_model  # the model file is read on first use only
+
+        model = load_model()
+        p, (start, end) = model.best(lower)
+        if p >= model.threshold:
+            piece = " ".join(normalized[start:end].split())
+            evidence = ", ".join(model.evidence(lower[start:end]))
+            findings.append(Threat(
+                "learned_injection", f"reads like an injection to the learned model (p={p:.2f}: {evidence})",
+                piece[:80], "learned", ruleset.threshold, raw_span((start, min(end, len(normalized)))), "text"))
+            score += ruleset.threshold
     if len(text) > max_chars:
         findings.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window",
                                kind="oversized"))
