@@ -99,3 +99,50 @@ def test_sessions_are_searchable_listable_and_readable(tmp_path: Path, fake_llm)
     assert f"hermes://session/{sid}" in uris and "hermes://memory/USER.md" in uris
     assert "the flamingo migration plan" in transcript and "echo: the flamingo migration plan" in transcript
     assert "flamingo" in json.dumps(read)
+
+
+NOTES_PLUGIN = '''
+import json
+import hermes
+
+
+class Notes(hermes.MemoryProvider):
+    name = "notes"
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kwargs):
+        pass
+
+    def get_tool_schemas(self):
+        return [{"name": "notes_lookup", "description": "Look a note up.",
+                 "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+
+    def handle_tool_call(self, tool_name, args, **kwargs):
+        return json.dumps({"success": True, "note": "external says " + args.get("q", "")})
+
+
+@hermes.hookimpl
+def hermes_register_memory_providers(register):
+    register("notes", lambda kernel: Notes(), tools=("notes_lookup",))
+'''
+
+
+def test_the_selected_external_providers_tools_are_served(tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "notes.py").write_text(NOTES_PLUGIN)
+    (tmp_path / "config.yaml").write_text("memory:\n  provider: notes\n")
+
+    async def scenario() -> tuple[set[str], dict, set[str]]:
+        async with stdio_client(tmp_path) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            answer = json.loads(text_of(await client.call_tool("notes_lookup", {"q": "tea"})))
+        async with stdio_client(tmp_path, "--read-only") as client:
+            read_only = {t.name for t in (await client.list_tools()).tools}
+        return names, answer, read_only
+
+    names, answer, read_only = asyncio.run(scenario())
+    assert {"memory", "notes_lookup"} <= names
+    assert answer == {"success": True, "note": "external says tea"}
+    assert "notes_lookup" not in read_only  # it may store what it is given: a writer's tool
