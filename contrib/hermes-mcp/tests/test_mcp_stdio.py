@@ -146,3 +146,35 @@ def test_the_selected_external_providers_tools_are_served(tmp_path: Path) -> Non
     assert {"memory", "notes_lookup"} <= names
     assert answer == {"success": True, "note": "external says tea"}
     assert "notes_lookup" not in read_only  # it may store what it is given: a writer's tool
+
+
+OBSERVER_PLUGIN = '''
+import json
+import os
+import hermes
+
+
+@hermes.hookimpl
+def hermes_memory_write(session, event):
+    with open(os.environ["OBSERVED"], "a") as f:
+        f.write(json.dumps({"action": event.action, "content": event.content,
+                            "platform": event.metadata.get("platform"),
+                            "origin": event.metadata.get("write_origin"),
+                            "session_id": event.metadata.get("session_id")}) + "\\n")
+'''
+
+
+def test_memory_write_observers_see_the_mcp_client(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "observer.py").write_text(OBSERVER_PLUGIN)
+    observed = tmp_path / "observed.jsonl"
+    monkeypatch.setenv("OBSERVED", str(observed))
+
+    async def scenario() -> None:
+        async with stdio_client(tmp_path, name="cursor") as client:
+            await client.call_tool("memory", {"action": "add", "target": "memory", "content": "seen by observers"})
+
+    asyncio.run(scenario())
+    events = [json.loads(line) for line in observed.read_text().splitlines()]
+    assert events == [{"action": "add", "content": "seen by observers", "platform": "mcp",
+                       "origin": "mcp", "session_id": "mcp:cursor"}]
