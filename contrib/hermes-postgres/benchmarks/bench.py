@@ -13,6 +13,7 @@ appending one message per transaction each to its own session. Every line carrie
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import random
@@ -42,7 +43,7 @@ def corpus(total: int, per_session: int = 50, seed: int = 11) -> list[tuple[str,
     """Sessions of synthetic messages: Zipf-distributed words, 5% CJK sentences."""
     rnd = random.Random(seed)
     vocab = vocabulary()
-    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    cumulative = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(vocab))))
     sessions = []
     for s in range(total // per_session):
         msgs = []
@@ -51,7 +52,7 @@ def corpus(total: int, per_session: int = 50, seed: int = 11) -> list[tuple[str,
             if rnd.random() < 0.05:
                 text = "".join(rnd.choice(_CJK_WORDS) for _ in range(rnd.randint(4, 10)))
             else:
-                text = " ".join(rnd.choices(vocab, weights, k=rnd.randint(8, 40)))
+                text = " ".join(rnd.choices(vocab, cum_weights=cumulative, k=rnd.randint(8, 40)))
             msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": ts})
         sessions.append((f"s{s:07d}", msgs))
     return sessions
