@@ -7,12 +7,18 @@ Prints one JSON line per figure:
 * ``{"figure": "rates", "half": …}`` — attacks blocked / benign texts blocked, per half;
 * ``{"figure": "language", …}`` and ``{"figure": "kind", …}`` — the same per language
   and per kind (both halves together, and per half);
-* ``{"figure": "rules_load_ms"}`` — parsing and compiling threat_rules.yaml once;
+* ``{"figure": "fresh2", …}`` — the same on ``fresh2.jsonl`` (a batch in new phrasings,
+  never tuned on), in total and per language, with ``rules_only`` beside it; and
+  ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
+  texts only the learned model (``learned_injection``) blocked;
+* ``{"figure": "rules_load_ms"}`` — parsing and compiling threat_rules.yaml once (and
+  ``model_load_ms`` for threat_model.json);
 * ``{"figure": "scan_ms_per_kb", "input": …}`` — median CPU ms per KB of text for the
   scanner and for the baseline (one precompiled regex, the first scanner's
   "ignore … previous … instructions" pattern, searched once), and their ratio; inputs
   are the corpus texts one by one, and documents of ~4 KB and ~16 KB (context-file
   sizes) built from benign texts with one attack in the middle;
+* ``{"figure": "model_ms_per_kb", …}`` — the learned model's share of the scan time;
 * a last line ``{"figure": "target", …}`` comparing the worst ms/KB with the goal (< 1).
 
     python benchmarks/scanner.py [--runs 7]
@@ -31,7 +37,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from hermes.safety import load_rules, scan_for_threats
+from hermes.safety import load_rules, normalize_for_scan, scan, scan_for_threats
+from hermes.threat_model import load_model
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scanner"
 TARGET_MS_PER_KB = 1.0
@@ -82,6 +89,35 @@ def rates() -> None:
                  tune=per_half["tune"], heldout=per_half["heldout"])
 
 
+def fresh() -> None:
+    """fresh2.jsonl (never tuned on) with and without the learned model, and what the
+    model alone added on every corpus."""
+    rules = load_rules()
+
+    def verdicts(rows: list[dict]) -> tuple[list[bool], list[bool]]:
+        full = [bool(scan_for_threats(r["text"], scope=r["scope"])) for r in rows]
+        only = [scan(r["text"], scope=r["scope"], rules=rules).blocked for r in rows]  # explicit rules: no model
+        return full, only
+
+    for half in ("tune", "heldout", "fresh2"):
+        rows = load(half)
+        full, only = verdicts(rows)
+        extra = [(r["label"], f and not o) for r, f, o in zip(rows, full, only, strict=True)]
+        emit(figure="model_contribution", half=half,
+             attacks_only_model_blocked=sum(e for label, e in extra if label == "attack"),
+             benign_only_model_blocked=sum(e for label, e in extra if label == "benign"))
+        if half != "fresh2":
+            continue
+        emit(figure="fresh2", language="all", **tally(rows, full), rules_only=tally(rows, only))
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, row in enumerate(rows):
+            groups[row["language"]].append(i)
+        for name in sorted(groups, key=lambda g: (-len(groups[g]), g)):
+            idx = groups[name]
+            emit(figure="fresh2", language=name, **tally([rows[i] for i in idx], [full[i] for i in idx]),
+                 rules_only=tally([rows[i] for i in idx], [only[i] for i in idx]))
+
+
 def documents(rows: list[dict], size: int, count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     # A byte-order mark only ever opens a file, so the pieces lose theirs.
@@ -115,6 +151,10 @@ def speed(runs: int) -> float:
     load_rules.cache_clear()
     load_rules()
     emit(figure="rules_load_ms", ms=round((time.perf_counter() - start) * 1000, 2))
+    start = time.perf_counter()
+    load_model.cache_clear()
+    model = load_model()
+    emit(figure="model_load_ms", ms=round((time.perf_counter() - start) * 1000, 2))
     rows = load("tune") + load("heldout")
     inputs = {
         "corpus texts": [r["text"] for r in rows],
@@ -133,6 +173,11 @@ def speed(runs: int) -> float:
         emit(figure="scan_ms_per_kb", input=name, texts=len(texts),
              kb=round(sum(len(t.encode()) for t in texts) / 1024, 1), scanner=round(scanner, 4),
              baseline_single_regex=round(baseline, 4), ratio=round(scanner / baseline, 1) if baseline else None)
+        # The model's part: it runs (on normalised, lower-cased text) only when the rules
+        # did not block, so this is its cost on every text, an upper bound.
+        lowered = [normalize_for_scan(t).lower() for t in texts]
+        learned = statistics.median(ms_per_kb(lowered, model.best, 1) for _ in range(runs))
+        emit(figure="model_ms_per_kb", input=name, model_upper_bound=round(learned, 4))
     return worst
 
 
@@ -144,6 +189,7 @@ def main() -> None:
     emit(figure="machine", python=platform.python_version(), platform=platform.platform(),
          cpus=os.cpu_count(), load_average=[round(x, 2) for x in load] if load else None)
     rates()
+    fresh()
     worst = speed(max(3, args.runs))
     emit(figure="target", worst_ms_per_kb=round(worst, 4), target_ms_per_kb=TARGET_MS_PER_KB,
          ok=worst < TARGET_MS_PER_KB)

@@ -14,8 +14,9 @@ Features, computed on the scanner's normalised, lower-cased text: every word, it
 five letters (so inflections share a feature), each pair of neighbouring words (and of
 their prefixes), and for scripts written without spaces (Chinese, Japanese, Thai …) the
 character pairs and triples of each run. Long texts are cut into pieces of at most
-:data:`CHUNK` characters at sentence ends, each scored on its own, the highest wins: an
-attack in the middle of a long README is not diluted by the README.
+:data:`CHUNK` characters at sentence ends and at every blank line, each scored on its
+own, the highest wins: an attack paragraph in the middle of a long README is not
+diluted by the README (a sentence run into its neighbours' lines still can be).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def features(lower: str) -> list[str]:
 
 def chunks(lower: str) -> list[tuple[int, int]]:
     """``(start, end)`` pieces of ``lower``, each at most about :data:`CHUNK` long, cut
-    at sentence ends (a sentence longer than that is cut where it reaches the limit)."""
+    at sentence ends (a sentence longer than that is cut where it reaches the limit) and
+    always at a blank line."""
     out: list[tuple[int, int]] = []
     start = end = 0
     for m in _SENTENCE_RE.finditer(lower):
@@ -75,6 +77,9 @@ def chunks(lower: str) -> list[tuple[int, int]]:
             out.append((start, start + CHUNK))
             start += CHUNK
         end = m.end()
+        if m.group(0).count("\n") >= 2:  # a paragraph ends: its neighbours cannot dilute it
+            out.append((start, end))
+            start = end
     if end > start:
         out.append((start, end))
     return out
