@@ -49,6 +49,7 @@ def agent_kernel(lcm_kernel, fake_llm):
     return kernel
 
 
+@pytest.mark.slow  # a long agent session; test_lcm_showcase covers the recovery in the fast target
 def test_the_agent_recovers_a_compacted_fact_with_lcm_tools(agent_kernel, fake_llm):
     from hermes.runtime.agent import Agent
 
