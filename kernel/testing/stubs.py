@@ -19,7 +19,7 @@ class StubMemoryProvider(MemoryProvider):
     """Available, nothing to initialize, no tools; named ``stub`` unless a subclass sets
     ``name``. Every other method keeps the contract's harmless default."""
 
-    name = "stub"  # type: ignore[assignment]
+    name = "stub"
 
     def is_available(self) -> bool:
         return True
