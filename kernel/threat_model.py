@@ -45,16 +45,17 @@ def features(lower: str) -> list[str]:
     """The feature names of one piece of normalised, lower-cased text (with repeats)."""
     words = _WORD_RE.findall(lower)
     out: list[str] = []
+    append = out.append
     prev = prev_p = ""
     for w in words:
         p = w[:5]
-        out.append(w)
+        append(w)
         if len(w) > 5:
-            out.append(p + "~")
+            append(p + "~")
         if prev:
-            out.append(prev + " " + w)
-            out.append(prev_p + "~ " + p + "~")
-        if _UNSPACED_RE.search(w):
+            append(prev + " " + w)
+            append(prev_p + "~ " + p + "~")
+        if not w.isascii() and _UNSPACED_RE.search(w):  # isascii: a cheap no first
             out.extend(w[i:i + 2] for i in range(len(w) - 1))
             out.extend(w[i:i + 3] for i in range(len(w) - 2))
         prev, prev_p = w, p
@@ -101,8 +102,9 @@ class ThreatModel:
     def best(self, lower: str) -> tuple[float, tuple[int, int]]:
         """The highest-scoring piece of ``lower``: its probability and span."""
         best, where = 0.0, (0, 0)
+        score = self.score
         for start, end in chunks(lower):
-            p = self.score(lower[start:end])
+            p = score(lower[start:end])
             if p > best:
                 best, where = p, (start, end)
         return best, where
