@@ -154,7 +154,9 @@ class MCPToolSource(hermes.Tool):
 
         server.stop = asyncio.Event()
         try:
-            async with Client(self._transport(server.spec), read_timeout_seconds=server.timeout,
+            # the SDK's own read timeout is a backstop only: ours (in call) fires first and
+            # gives the model the configured figure
+            async with Client(self._transport(server.spec), read_timeout_seconds=server.timeout + 5,
                               client_info=_client_info()) as client:
                 server.tools = list((await client.list_tools()).tools)
                 server.client = client
@@ -234,7 +236,7 @@ class MCPToolSource(hermes.Tool):
 
         future = asyncio.run_coroutine_threadsafe(server.client.send_ping(), self._loop)
         try:
-            future.result(5)
+            future.result(2)
             return True
         except Exception:
             future.cancel()
@@ -245,9 +247,10 @@ class MCPToolSource(hermes.Tool):
         if loop is None:
             return
         for server in self.servers.values():
-            if server.stop is not None and server.state == "ready":
-                server.state = "closed"
-                loop.call_soon_threadsafe(server.stop.set)
+            if server.stop is not None:
+                if server.state == "ready":
+                    server.state = "closed"
+                loop.call_soon_threadsafe(server.stop.set)  # a died server's session too
         # let each session exit its context (the SDK stops stdio children), then stop the loop
         for server in self.servers.values():
             if server.stop is not None:
