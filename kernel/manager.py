@@ -617,14 +617,19 @@ def _discovery_key(group: str) -> str | None:
     parts = [str(_CACHE_VERSION), sys.version, group]
     stamps: list[int | None] = []
     for entry in sys.path:
-        stamps.append(_mtime(entry or "."))
-        parts.append(f"{entry}\0{stamps[-1]}")
         try:
             names = sorted(os.listdir(entry or "."))
-        except OSError:
-            continue  # a zip file (its own mtime is in the key) or a missing path
+        except OSError:  # a zip file or zipapp (its mtime covers its content), or missing
+            stamps.append(_mtime(entry or "."))
+            parts.append(f"{entry}\0{stamps[-1]}")
+            continue
+        # A directory's own mtime is left out on purpose: the names of its distributions
+        # and their mtimes are in the key, and a busy directory on the path (the working
+        # directory, /tmp) would otherwise never be cacheable.
+        parts.append(entry)
         for name in names:
-            if not name.lower().endswith(_DIST_SUFFIXES):
+            low = name.lower()
+            if not (low.endswith(_DIST_SUFFIXES) or low == "egg-info"):  # EGG-INFO of an .egg
                 continue
             base = os.path.join(entry or ".", name)
             found = (_mtime(base), _mtime(os.path.join(base, "entry_points.txt")),

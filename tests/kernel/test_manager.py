@@ -765,6 +765,9 @@ def test_entry_point_cache_is_used_and_sees_installs_and_removals(tmp_path):
     assert cache.is_file()
     names, imported = _discover(cache, site)
     assert "t-cached" in names and not imported, "second start answers from the cache"
+    (site / "unrelated.py").write_text("")  # a busy directory on the path (cwd, /tmp)
+    names, imported = _discover(cache, site)
+    assert "t-cached" in names and not imported, "files that are no distribution do not matter"
 
     new = make_distribution(site, "hermes-t-new", plugins={"t-new": "t_new"})
     _age(*new.iterdir(), new, site)
