@@ -896,9 +896,12 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                 where = raw_span(run_span) if run_span else None
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
-    if score < ruleset.threshold and rules is None:
-        # The rules missed it: ask the learned model (trained beside the packaged rules,
-        # so only with them), which knows attack vocabulary rather than exact forms.
+    if 0 < score < ruleset.threshold and rules is None:
+        # A rule raised a suspicion but not enough to block: ask the learned model (trained
+        # beside the packaged rules, so only with them), which knows attack vocabulary rather
+        # than exact forms. It never decides alone: ungated, it blocked ordinary chat ("Can
+        # you help me plan my week?") and notes ("keep this entry"), since its attack side
+        # is full of "you"/"me" and its benign side has little conversation.
         from .threat_model import load_model  # the model file is read on first use only
 
         model = load_model()
