@@ -20,6 +20,9 @@ HERMES = Path(sys.executable).with_name("hermes")
 @pytest.fixture(autouse=True)
 def only_defaults(hermes_home, monkeypatch):
     monkeypatch.setenv("HERMES_LOAD_PLUGINS", "")
+    # The table fits the terminal: a known width, not the one pytest runs in (an
+    # 80-column terminal, or a pytest-xdist worker, cut the titles these tests read).
+    monkeypatch.setenv("COLUMNS", "120")
 
 
 def run(*args: str, input: str | None = None):
