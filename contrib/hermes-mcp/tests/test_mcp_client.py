@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from mcp_helpers import hermes, start_http, stop
 
@@ -41,6 +42,7 @@ def test_server_tools_are_offered_and_called(tmp_path: Path, fake_llm) -> None:
     assert proc.stdout.strip() == "the sum is 42"
 
 
+@pytest.mark.slow  # hermes and MCP server processes with real timeouts; test_server_tools_are_offered_and_called stays fast
 def test_a_call_times_out_and_the_chat_goes_on(tmp_path: Path, fake_llm) -> None:
     configure(tmp_path, calc={"command": sys.executable, "args": [CALC], "timeout": 1})
     fake_llm.queue(Reply(tool_calls=[{"name": "mcp_calc_slow", "arguments": {"seconds": 30}}]),
@@ -51,6 +53,7 @@ def test_a_call_times_out_and_the_chat_goes_on(tmp_path: Path, fake_llm) -> None
     assert tool_results(fake_llm.requests[2])[-1] == "2"  # the server still answers
 
 
+@pytest.mark.slow  # hermes and MCP server processes with real timeouts; test_server_tools_are_offered_and_called stays fast
 def test_a_server_that_dies_is_reported_once_and_withdrawn(tmp_path: Path, fake_llm) -> None:
     configure(tmp_path, calc={"command": sys.executable, "args": [CALC]})
     fake_llm.queue(Reply(tool_calls=[{"name": "mcp_calc_crash", "arguments": {}}]),

@@ -12,6 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from mcp_helpers import HERMES, clean_env, hermes, stdio_client, text_of
 
 from hermes.testing.fakellm import Reply
@@ -19,6 +20,7 @@ from hermes.testing.fakellm import Reply
 ROUNDS = 12
 
 
+@pytest.mark.slow  # an agent and two MCP server processes; test_mcp_stdio covers writes over MCP in the fast target
 def test_agent_and_two_mcp_clients_lose_no_memory_write(tmp_path: Path, fake_llm) -> None:
     fake_llm.queue(*[Reply(tool_calls=[{"name": "memory", "arguments": {
         "action": "add", "target": "memory", "content": f"agent fact {i}"}}], delay=0.05)
