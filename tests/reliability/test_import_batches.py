@@ -69,7 +69,7 @@ def rows(db: Path, session_id: str) -> list[tuple[int, str]]:
         conn.close()
 
 
-@pytest.mark.slow  # a huge import in a second process; test_batch_size_never_changes_what_is_imported stays fast
+@pytest.mark.slow  # a huge import in a second process; tests/plugins/sessions/test_import.py stays fast
 def test_another_process_writes_between_the_batches_of_one_huge_session(hermes_home: Path,
                                                                        tmp_path: Path) -> None:
     source = big_session(tmp_path / "big.jsonl")
@@ -94,7 +94,7 @@ def test_another_process_writes_between_the_batches_of_one_huge_session(hermes_h
     assert between, "the other process got the database while the import ran"
 
 
-@pytest.mark.slow  # a huge import killed in a real process; test_batch_size_never_changes_what_is_imported stays fast
+@pytest.mark.slow  # a huge import killed in a real process; tests/plugins/sessions/test_import.py stays fast
 def test_an_import_killed_part_way_finishes_when_run_again(hermes_home: Path, tmp_path: Path) -> None:
     source = big_session(tmp_path / "big.jsonl")
     db = hermes_home / "state.db"
@@ -130,6 +130,7 @@ def test_an_import_killed_part_way_finishes_when_run_again(hermes_home: Path, tm
     assert "0 new session(s), 0 message(s)" in out and "1 unchanged" in out
 
 
+@pytest.mark.slow  # 25 imports into fresh stores; tests/plugins/sessions/test_import.py stays fast
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=5), batch=st.integers(1, 30))
 def test_batch_size_never_changes_what_is_imported(tmp_path_factory: object, sizes: list[int], batch: int) -> None:
