@@ -881,9 +881,9 @@ class PostgresSessionStore(hermes.SessionStore):
             where.append("m.id <> ALL(%s)")
             params.append(exclude)
         rank = stage.rank
-        if rank == "ts":
-            # ts_rank reads every match's vector: past rank_limit matches (every term very
-            # common) list the newest instead, and say so in the mode.
+        if rank in ("ts", "count"):
+            # Ranking reads every match: past rank_limit matches (every term very common)
+            # list the newest instead, and say so in the mode (as the SQLite store does).
             cap = self._rank_limit(conn)
             n = conn.execute(f"SELECT count(*) AS n FROM (SELECT 1 FROM messages m "
                              f"WHERE {' AND '.join(where)} LIMIT %s) x", (*params, cap)).fetchone()["n"]
