@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import hermes
+
 #: Where Debian and Ubuntu put the server binaries (``postgresql-15`` …); ``PG_BIN``
 #: overrides, and ``pg_ctl`` on ``PATH`` is the last resort.
 BIN_CANDIDATES = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin",
@@ -114,7 +116,7 @@ def start_cluster(*, max_connections: int = 300) -> Cluster:
     cluster = Cluster(root, pg_bin, _free_port(), as_postgres)
     try:
         pwfile = root / "pwfile"
-        pwfile.write_text(ADMIN_PASSWORD + "\n")
+        hermes.atomic_write_text(pwfile, ADMIN_PASSWORD + "\n", mode=0o600)
         if as_postgres:
             shutil.chown(pwfile, "postgres", "postgres")
         # Passwords are checked (scram), so a wrong password fails like on a real server.
