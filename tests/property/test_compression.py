@@ -173,6 +173,7 @@ def summarizer_server():
         yield server
 
 
+@pytest.mark.slow  # summaries from a fake server per example; the other compression properties stay fast
 def test_with_real_summaries(summarizer_server, tmp_path):
     config = summarizer_server.config(provider="openai")
     config["model"]["max_retries"] = 0

@@ -89,6 +89,7 @@ def test_mcp_list_shows_servers_state_and_tools(tmp_path: Path) -> None:
     assert rows["ghost"]["reason"]
 
 
+@pytest.mark.slow  # an HTTP MCP server process; test_mcp_http.py covers HTTP in the fast target
 def test_http_server_with_an_env_header_is_used(tmp_path: Path, fake_llm) -> None:
     """The other direction over HTTP: a Hermes memory server (token required) as a client's server."""
     served, client = tmp_path / "served", tmp_path / "client"
