@@ -251,7 +251,9 @@ class Tool:
     run concurrently with other parallel-safe tools in one batch. ``toolset`` groups tools
     for enabling and guidance (``memory``, ``session_search``, ``skills`` …).
     ``available`` is an optional zero-argument check; a tool whose check is false is not
-    offered to the model.
+    offered to the model. ``subagents=False`` keeps a tool from sub-agents (an agent
+    with a parent): it is neither offered to them nor run for them (``delegate_task``
+    uses it so a sub-agent cannot delegate again).
 
     A *tool source* is a ``Tool`` with ``expand`` set: it is never offered itself;
     :meth:`hermes.Kernel.tools` replaces it by the tools ``expand(kernel)`` returns,
@@ -267,6 +269,7 @@ class Tool:
     toolset: str = ""
     available: Callable[[], bool] | None = None
     expand: Callable[[Any], list[Tool]] | None = None
+    subagents: bool = True
 
     def openai_schema(self) -> dict[str, Any]:
         """The schema with its name filled in."""
@@ -586,6 +589,12 @@ class MemoryProvider(ABC):
     def name(self) -> str:
         """Short id (``builtin``, ``mem0``, ``honcho`` …). ``builtin`` is reserved for
         the file memory."""
+
+    #: The name of this provider's tool that writes curated memory, or ``""``. The
+    #: background memory review offers only this tool (of the built-in provider), a call
+    #: to it counts as memory used this turn, and it is the ``tool_name`` reported with
+    #: the provider's writes. The built-in provider's is ``memory``.
+    memory_tool: str = ""
 
     @abstractmethod
     def is_available(self) -> bool:

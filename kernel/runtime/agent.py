@@ -308,7 +308,8 @@ class Agent:
         """Every tool offered to the model: registered tools, memory tools, engine tools."""
         seen: set[str] = set()
         out: list[dict[str, Any]] = []
-        excluded = {"delegate_task"} if self.parent else set()
+        # Tools marked ``subagents=False`` (Tool contract) are kept from sub-agents.
+        excluded = {t.name for t in self.kernel.tools() if not t.subagents} if self.parent else set()
 
         def add(schema: dict[str, Any]) -> None:
             fn = schema.get("function", schema) if isinstance(schema, dict) else {}
@@ -333,14 +334,14 @@ class Agent:
         """Route one tool call; never raises (errors come back as JSON)."""
         try:
             tools = self._registered_tools()
-            if name in tools and not (self.parent and name == "delegate_task"):
+            if name in tools and not (self.parent and not tools[name].subagents):
                 ctx = ToolContext(kernel=self.kernel, session_id=self.session_id, agent=self,
                                   messages=list(self.messages), cwd=self.cwd)
                 result = tools[name].handler(args, ctx)
             elif self.memory.has_tool(name):
                 result = self.memory.handle_tool_call(
                     name, args, session_id=self.session_id, session=self.session_info())
-                if name == "memory":
+                if name == self.memory.memory_tool():
                     self._memory_used_this_turn = True
             elif any((s.get("function", s)).get("name") == name for s in self.engine.get_tool_schemas() or []):
                 result = self.engine.handle_tool_call(name, args, messages=list(self.messages))
@@ -798,7 +799,7 @@ class Agent:
 
     def _maybe_review(self, *, memory_used: bool) -> None:
         interval = int(self.kernel.config.get("memory.nudge_interval") or 0)
-        if not self.memory_review_enabled or interval <= 0 or not self.memory.has_tool("memory"):
+        if not self.memory_review_enabled or interval <= 0 or not self.memory.memory_tool():
             return
         if memory_used:
             self._turns_since_memory = 0
@@ -816,7 +817,8 @@ class Agent:
         """A forked, memory-tool-only pass over a copy of the conversation. It never
         touches the main transcript; its committed writes are reported in one line."""
         try:
-            memory_schema = [s for s in self.memory.tool_schemas() if s.get("name") == "memory"]
+            tool = self.memory.memory_tool()
+            memory_schema = [s for s in self.memory.tool_schemas() if s.get("name") == tool]
             prompt = _REVIEW_PROMPT.format(inventory=self.memory.memory_inventory() or "(empty)")
             messages = [{"role": "system", "content": self.ensure_system_prompt()}, *snapshot,
                         {"role": "user", "content": prompt}]
@@ -832,10 +834,10 @@ class Agent:
                         args = json.loads(fn.get("arguments") or "{}")
                     except ValueError:
                         args = {}
-                    if fn.get("name") != "memory":
-                        out = json.dumps({"error": "only the memory tool is available in a review"})
+                    if fn.get("name") != tool:
+                        out = json.dumps({"error": f"only the {tool} tool is available in a review"})
                     else:
-                        out = self.memory.handle_tool_call("memory", args, session_id=self.session_id,
+                        out = self.memory.handle_tool_call(tool, args, session_id=self.session_id,
                                                            session=self.session_info(), origin="review")
                         if _succeeded(out):
                             saved.append(_describe_write(args))
@@ -987,6 +989,8 @@ def _describe_write(args: dict[str, Any]) -> str:
     parts = []
     for op in ops:
         text = str(op.get("content") or op.get("old_text") or "")
-        parts.append(f"{op.get('action', '?')} {op.get('target', 'memory')}: {text[:60]}")
+        # ``operations`` share the call's target (the tool's schema requires one)
+        target = op.get("target") or args.get("target") or "?"
+        parts.append(f"{op.get('action', '?')} {target}: {text[:60]}")
     return "; ".join(parts)
 

@@ -39,13 +39,12 @@ from .fencing import fence
 
 log = logging.getLogger("hermes.memory")
 
-__all__ = ["MemoryManager", "is_trivial_prompt", "BUILTIN", "DEFAULT_RESERVED"]
+__all__ = ["MemoryManager", "is_trivial_prompt", "BUILTIN"]
 
-#: The registry name of the built-in provider.
+#: The registry name of the built-in provider: a contract-level name (reserved by
+#: :attr:`hermes.MemoryProvider.name`, documented for ``memory.provider``), not a
+#: special case of one plugin: whichever plugin registers ``builtin`` is the built-in.
 BUILTIN = "builtin"
-
-#: Tool names no external provider may take, whatever the runtime adds.
-DEFAULT_RESERVED = frozenset({"memory", "session_search", "delegate_task"})
 
 #: Recalled text longer than this is cut, so one provider cannot flood a request.
 MAX_PREFETCH_CHARS = 16_000
@@ -140,9 +139,12 @@ class MemoryManager:
         self.platform = platform
         self.agent_context = agent_context
         self.skip_memory = skip_memory
-        #: Core tool names a provider may not shadow (the runtime sets it to the names of
-        #: the registered tools); :data:`DEFAULT_RESERVED` always applies.
+        #: Core tool names a provider may not shadow, besides the tools registered when
+        #: the manager is built (the runtime adds the expanded tools); the built-in
+        #: provider's own tools come first anyway.
         self.reserved_names: set[str] = set(reserved_names)
+        # read once: a tool registered later is a conflict the kernel reports itself
+        self._registered_tools = frozenset(t.name for t in kernel.tools(expand=False))
         self.providers: list[MemoryProvider] = []
         self.builtin: MemoryProvider | None = None
         self.external: MemoryProvider | None = None
@@ -480,7 +482,7 @@ class MemoryManager:
     def _routes(self) -> dict[str, tuple[MemoryProvider, dict[str, Any]]]:
         """tool name → (provider, schema). The built-in provider comes first; the first
         provider to claim a name keeps it; reserved names go only to the built-in one."""
-        reserved = DEFAULT_RESERVED | self.reserved_names
+        reserved = self.reserved_names | self._registered_tools
         routes: dict[str, tuple[MemoryProvider, dict[str, Any]]] = {}
         for provider in self.providers:
             pname = self._name_of(provider)
@@ -507,6 +509,13 @@ class MemoryManager:
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI function schemas: the ``memory`` tool and the external provider's tools."""
         return [dict(schema) for _, schema in self._routes().values()]
+
+    def memory_tool(self) -> str:
+        """The built-in provider's curated-memory tool
+        (:attr:`hermes.MemoryProvider.memory_tool`) when it is offered, else ``""``: what
+        the background review offers and what counts as memory used this turn."""
+        tool = getattr(self.builtin, "memory_tool", "") or ""
+        return tool if tool and self.has_tool(tool) else ""
 
     def has_tool(self, name: str) -> bool:
         """Whether a memory provider handles the tool ``name``."""
@@ -552,7 +561,7 @@ class MemoryManager:
             "execution_context": self.agent_context,
             "session_id": session_id,
             "platform": self.platform,
-            "tool_name": "memory",
+            "tool_name": getattr(self.builtin, "memory_tool", "") or "",
             "old_text": getattr(change, "old_text", None),
             "previous_content": getattr(change, "previous_content", None),
         }
@@ -599,7 +608,7 @@ class MemoryManager:
         builtin: dict[str, Any] = {"active": self.builtin is not None}
         store = getattr(self.builtin, "store", None)
         if store is not None:
-            for target in ("memory", "user"):
+            for target in store.enabled:  # the store's targets (MEMORY.md, USER.md)
                 try:
                     builtin[target] = {
                         "enabled": bool(store.enabled[target]),

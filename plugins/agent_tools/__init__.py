@@ -44,4 +44,5 @@ def delegate_task(args: dict[str, Any], ctx: hermes.ToolContext) -> str:
 @hermes.hookimpl
 def hermes_register_tools(register: Any) -> None:
     register(hermes.Tool(name="delegate_task", schema=SCHEMA, handler=delegate_task,
-                         parallel_safe=False, toolset="delegation"))
+                         parallel_safe=False, toolset="delegation",
+                         subagents=False))  # a sub-agent does not delegate again

@@ -87,6 +87,8 @@ class BuiltinMemoryProvider(hermes.MemoryProvider):
     from a :class:`~hermes.plugins.memory.store.MemoryStore`.
     """
 
+    memory_tool = "memory"
+
     def __init__(self, store: MemoryStore):
         self.store = store
         self._failures = 0

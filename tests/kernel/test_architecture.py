@@ -354,3 +354,58 @@ def test_no_function_over_sixty_lines_without_a_reason():
     assert not new, f"split these into named steps (or say 'Long because …'): {new}"
     done = sorted(set(LONG_FUNCTIONS_TO_SPLIT) - set(found))
     assert not done, f"now short: remove from LONG_FUNCTIONS_TO_SPLIT: {done}"
+
+
+#: String literals in kernel/runtime/ that equal a default plugin's registry name but
+#: are not a special case of that plugin, each with the reason. Keep it short.
+RUNTIME_NAME_ALLOWED = {
+    ("memory_manager.py", "builtin"): "the built-in memory provider's contract-level name "
+                                      "(reserved by hermes.MemoryProvider.name, a documented "
+                                      "memory.provider value); any plugin may register it",
+}
+
+
+def default_plugin_names(kernel: hermes.Kernel) -> set[str]:
+    """Every name the default plugins register: the plugins', each registry entry's
+    (components, prompt layers, tools) and the built-in memory provider's tools."""
+    names: set[str] = set()
+    for registry in kernel.registries.all():
+        for entry in registry:
+            names |= {entry.name, entry.plugin}
+    if "builtin" in kernel.registries.memory_providers:
+        provider = kernel.registries.memory_providers.get("builtin").factory(kernel)
+        names |= {s["name"] for s in provider.get_tool_schemas()} | {provider.memory_tool}
+    return names - {""}
+
+
+def runtime_name_literals(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """``(line, literal)`` for each string constant in ``path`` that is one of ``names``
+    (docstrings are prose, not code, and are left out)."""
+    tree, nodes = parsed(path)
+    docstrings = {id(n.body[0].value) for n in nodes
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr)
+                  and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in nodes
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names
+            and id(n) not in docstrings]
+
+
+def test_runtime_never_names_a_default_plugin(kernel_factory):
+    """The runtime treats a default plugin like a third-party one: what it does for
+    ``delegate_task`` or the ``memory`` tool comes from the contracts (``Tool.subagents``,
+    ``MemoryProvider.memory_tool``), never from a registry name in kernel/runtime/."""
+    names = default_plugin_names(kernel_factory())
+    assert {"delegate_task", "session_search", "memory", "builtin"} <= names  # the check sees them
+    problems = [f"{rel(path)}:{line} {value!r}"
+                for path in python_files(KERNEL / "runtime")
+                for line, value in runtime_name_literals(path, names)
+                if (path.name, value) not in RUNTIME_NAME_ALLOWED]
+    assert not problems, "special case of a default plugin by name (use a contract attribute " \
+                         "or a hook):\n" + "\n".join(problems)
+
+
+def test_the_runtime_name_rule_catches_a_special_case(tmp_path):
+    bad = tmp_path / "agent.py"
+    bad.write_text('"""memory"""\nif name == "delegate_task":\n    pass\n', encoding="utf-8")
+    assert runtime_name_literals(bad, {"delegate_task", "memory"}) == [(2, "delegate_task")]

@@ -167,6 +167,30 @@ def test_delegate_task_runs_a_child_session_sharing_the_budget(agent_factory, fa
     assert "delegate_task" not in json.dumps(child_req.body.get("tools", []))
 
 
+def test_a_third_party_tool_kept_from_sub_agents(agent_factory, fake_llm):
+    """Tool.subagents=False is the contract, not the name delegate_task: a third-party
+    tool that sets it is neither offered to a sub-agent nor run for one."""
+    from hermes.runtime.agent import Agent
+
+    class Plugin:
+        @hermes.hookimpl
+        def hermes_register_tools(self, register):
+            register(hermes.Tool(name="hand_off", schema={"description": "hand off"},
+                                 handler=lambda args, ctx: "handed off", subagents=False))
+
+    parent = agent_factory(plugins=[Plugin()])
+    child = Agent(parent.kernel, source="subagent", parent=parent, skip_context_files=True,
+                  skip_memory=True, memory_review=False)
+    try:
+        assert "hand_off" in {s["name"] for s in parent.tool_schemas()}
+        assert parent.call_tool("hand_off", {}) == "handed off"
+        offered = {s["name"] for s in child.tool_schemas()}
+        assert "hand_off" not in offered and "delegate_task" not in offered
+        assert "Unknown tool" in json.loads(child.call_tool("hand_off", {}))["error"]
+    finally:
+        child.close()
+
+
 def test_context_length_error_compacts_and_retries(agent_factory, fake_llm):
     agent = agent_factory(config={"model": {"max_retries": 0}})
     for i in range(6):
@@ -216,6 +240,55 @@ def test_background_memory_review_saves_without_touching_the_conversation(agent_
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     assert not any("Review the conversation" in (m.get("content") or "") for m in agent.messages)
     assert len({id(r) for r in reviews}) == 2  # one review: its tool call and its closing call
+
+
+def test_a_third_party_builtin_memory_gets_the_review(kernel_factory, fake_llm):
+    """The review follows MemoryProvider.memory_tool, not the name ``memory``: a
+    replacement built-in provider whose curated-memory tool is ``notes`` is reviewed."""
+    from hermes.runtime.agent import Agent
+    from hermes.testing.stubs import StubMemoryProvider, memory_provider_plugin
+
+    class Notes(StubMemoryProvider):
+        name = "builtin"
+        memory_tool = "notes"
+
+        def __init__(self):
+            self.calls: list[tuple[str, dict]] = []
+
+        def get_tool_schemas(self):
+            return [{"name": "notes", "description": "keep a note",
+                     "parameters": {"type": "object", "properties": {"content": {"type": "string"}}}}]
+
+        def handle_tool_call(self, tool_name, args, **kwargs):
+            self.calls.append((tool_name, dict(args)))
+            return json.dumps({"success": True})
+
+    reviews = []
+
+    def handler(req):
+        if "Review the conversation above" in last_user_text(req):
+            reviews.append(req)
+            if req.body["messages"][-1]["role"] == "user":
+                return Reply(tool_calls=[{"name": "notes", "arguments": {
+                    "target": "user", "content": "Lives in Lisbon"}}])
+            return Reply(text="Saved.")
+        return Reply(text="ok")
+
+    fake_llm.handler = handler
+    provider = Notes()
+    cfg = fake_llm.config(provider="openai")
+    cfg["memory"] = {"nudge_interval": 1}
+    kernel = kernel_factory(config=cfg, plugins=[memory_provider_plugin(provider)],
+                            disable_plugins=["builtin-memory"], check_selection=True)
+    agent = Agent(kernel)
+    try:
+        agent.run_turn("I moved to Lisbon last year")
+        agent.wait_for_review()
+        assert [t.get("function", t)["name"] for t in reviews[0].body.get("tools", [])] == ["notes"]
+        assert provider.calls == [("notes", {"target": "user", "content": "Lives in Lisbon"})]
+        assert agent.last_review == "memory updated: ? user: Lives in Lisbon"
+    finally:
+        agent.close()
 
 
 def test_interrupt_mid_stream_keeps_what_was_shown(agent_factory, fake_llm):
