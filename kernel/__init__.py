@@ -48,7 +48,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".hookspecs": ("hookimpl",),
     ".manager": ("PluginFailure", "PluginRecord",),
     ".runtime.context_files": (
-        "ContextFile", "build_context_files_prompt", "load_soul_md", "scan_context_content",
+        "ContextFile", "build_context_files_prompt", "load_soul_md", "prepare_context_text", "scan_context_content",
         "strip_frontmatter", "truncate_content",
     ),
     ".runtime.prompt": (
@@ -169,6 +169,7 @@ __all__ = [
     "atomic_write_text",
     "atomic_writer",
     "build_context_files_prompt",
+    "prepare_context_text",
     "estimate_messages_tokens",
     "estimate_tokens",
     "fault_point",

@@ -376,12 +376,13 @@ class Kernel:
 
     # -- events -----------------------------------------------------------------------
 
-    def emit(self, hook_name: str, **kwargs: Any) -> None:
+    def emit(self, hook_name: str, **kwargs: Any) -> list[Any]:
         """Fan an event hook out to every plugin; one failing observer never breaks the
-        caller (the error is logged once per plugin and hook)."""
+        caller (the error is logged once per plugin and hook). Returns the results that
+        are not ``None``, in call order."""
         if hook_name not in hookspecs.EVENT_HOOKS:
             raise ValueError(f"{hook_name!r} is not an event hook; choose one of {hookspecs.EVENT_HOOKS}")
-        self.pm.emit(hook_name, **kwargs)
+        return self.pm.emit(hook_name, **kwargs)
 
     def close(self) -> None:
         """Release shared instances (database connections, HTTP clients) and close tool

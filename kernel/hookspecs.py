@@ -10,7 +10,8 @@ There are two kinds of hook and no others:
   (unless ``HERMES_STRICT_PLUGINS=1``).
 * **Event hooks** (``hermes_session_start`` … ``hermes_session_end``) fan out to every
   plugin that implements them, for observers such as metrics, logging or audit. Their
-  return values are ignored. An exception in one implementation is logged once and never
+  return values are ignored, except ``hermes_tool_result``'s: text to add to a tool's
+  result (the prompt plugin's subdirectory hints use it). An exception in one implementation is logged once and never
   breaks the turn; the other implementations still run.
 
 **One call order for every hook** (registration, ``hermes_register_commands``, events):
@@ -38,7 +39,7 @@ from .registry import COMPONENT_KINDS as _COMPONENT_KINDS
 if TYPE_CHECKING:  # names for the annotations only: importing them here would cost --help
     import click
 
-    from .contracts import CompactionEvent, MemoryWriteEvent, SessionInfo, TurnEvent
+    from .contracts import CompactionEvent, MemoryWriteEvent, SessionInfo, ToolContext, TurnEvent
     from .registry import Register, RegisterTool
 
 hookspec = pluggy.HookspecMarker("hermes")
@@ -261,6 +262,29 @@ def hermes_session_end(session: SessionInfo, reason: str) -> None:
     """
 
 
+@hookspec
+def hermes_tool_result(context: ToolContext, tool_name: str, args: dict[str, object], result: str) -> str | None:
+    """A tool call of an agent has finished; the hook may add text to its result.
+
+    **When:** once per tool call the model made (registered, memory or context-engine
+    tool, failed ones included), after the tool ran and before its result goes into the
+    conversation. Parallel tool calls call it from several threads at once.
+
+    **Args:** ``context`` is the :class:`hermes.ToolContext` of the call (``agent``,
+    ``session_id``, ``cwd``, ``kernel``; ``context.agent.plugin_state`` is a dict for
+    per-agent state, e.g. what was already shown; ``context.agent.skip_context_files``
+    is true for delegated sub-agents); ``tool_name`` and ``args`` are the call's;
+    ``result`` is the tool's result text.
+
+    **Returns:** text to append to the result (the model reads it with the result in the
+    next request; never the system prompt, whose cache it would break), or ``None`` /
+    ``""`` for nothing. Several implementations' texts are appended in call order.
+
+    **Errors:** isolated: an exception is logged once per plugin and the result goes on
+    without that plugin's text.
+    """
+
+
 #: Names of the registration hooks, in the order the kernel calls them: one per row of
 #: :data:`hermes.registry.COMPONENT_KINDS`.
 REGISTRATION_HOOKS = tuple(kind.hook for kind in _COMPONENT_KINDS)
@@ -272,4 +296,5 @@ EVENT_HOOKS = (
     "hermes_compaction",
     "hermes_memory_write",
     "hermes_session_end",
+    "hermes_tool_result",
 )

@@ -479,19 +479,26 @@ class HermesPluginManager(pluggy.PluginManager):
         for monitor in list(self._monitors):
             monitor(hook_name, [impl.plugin_name for impl in impls], kwargs)
 
-    def emit(self, hook_name: str, **kwargs: Any) -> None:
+    def emit(self, hook_name: str, **kwargs: Any) -> list[Any]:
         """Fan an event out to every implementation, in :meth:`ordered_impls` order,
         isolating each one: a failure (``sys.exit()`` included) is reported in one line
         the first time per (plugin, hook), with the traceback only under tracing
-        (``--trace``), and kept in :attr:`hook_errors`; the other implementations run."""
+        (``--trace``), and kept in :attr:`hook_errors`; the other implementations run.
+        Returns the implementations' results that are not ``None``, in call order (only
+        ``hermes_tool_result`` uses them)."""
         impls = self.ordered_impls(hook_name)
         self.notify(hook_name, impls, kwargs)
+        results = []
         for impl in impls:
             try:
                 with self.guard(impl.plugin_name, f"handling {hook_name}"):
-                    impl.function(**{k: kwargs.get(k) for k in impl.argnames})
+                    result = impl.function(**{k: kwargs.get(k) for k in impl.argnames})
             except Exception as exc:
                 self._hook_failed(impl.plugin_name, hook_name, exc)
+                continue
+            if result is not None:
+                results.append(result)
+        return results
 
     def _hook_failed(self, plugin_name: str, hook_name: str, exc: BaseException) -> None:
         key = (plugin_name, hook_name)

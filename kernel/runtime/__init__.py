@@ -1,5 +1,5 @@
 """The runtime: the agent turn loop and the parts it drives (prompt builder, memory
-manager, context fencing, subdirectory hints, the chat command).
+manager, context fencing, the chat command).
 
 ``from hermes.runtime import Agent`` is the entry point for embedding Hermes.
 """

@@ -138,7 +138,6 @@ class Agent:
         on_notice: Callable[[str], None] | None = None,
         on_tool: Callable[..., None] | None = None,
     ):
-        from .hints import SubdirectoryHints
         from .memory_manager import MemoryManager
         from .prompt import PromptBuilder
 
@@ -173,8 +172,8 @@ class Agent:
             agent_context="subagent" if parent else "primary", skip_memory=skip_memory,
         )
         self.prompt_builder = PromptBuilder(kernel)
-        self.hints = SubdirectoryHints(self.cwd, max_chars=cfg.get("prompt.context_file_max_chars"),
-                                       enabled=not skip_context_files)
+        #: Per-agent state of plugins' hooks (``hermes_tool_result``), by a key of theirs.
+        self.plugin_state: dict[str, Any] = {}
         self.messages: list[Message] = []
         self.system_prompt: str | None = None
         self._compaction_note = ""
@@ -294,6 +293,15 @@ class Agent:
         if self.on_notice:
             self.on_notice(text)
 
+    def _with_tool_notes(self, name: str, args: dict[str, Any], result: str) -> str:
+        """``result`` with what ``hermes_tool_result`` implementations add (the prompt
+        plugin's subdirectory hints)."""
+        ctx = ToolContext(kernel=self.kernel, session_id=self.session_id, agent=self,
+                          messages=[], cwd=self.cwd)
+        notes = [n for n in self.kernel.emit("hermes_tool_result", context=ctx, tool_name=name,
+                                             args=args, result=result) if isinstance(n, str) and n]
+        return "\n\n".join([result, *notes])
+
     def _observe_tool(self, phase: str, *args: Any) -> None:
         if self.on_tool is None:
             return
@@ -380,8 +388,7 @@ class Agent:
             started = time.monotonic()
             result = self.call_tool(name, args)
             self._observe_tool("end", name, args, result, time.monotonic() - started)
-            hint = self.hints.check(name, args) if self.hints else ""
-            return f"{result}\n\n{hint}" if hint else result
+            return self._with_tool_notes(name, args, result)
 
         if parallel:
             with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(parsed))) as pool:

@@ -301,6 +301,32 @@ def test_hook_hermes_session_end(kernel, observers):
     assert observers.events == [("end", "compression"), ("end", "user_exit")]
 
 
+def test_hook_hermes_tool_result(kernel, register_plugin):
+    """The results that are not None come back in call order; a raising implementation
+    is isolated and adds nothing."""
+    class Note:
+        def __init__(self, text):
+            self.text = text
+
+        @hermes.hookimpl
+        def hermes_tool_result(self, context, tool_name, args, result):
+            return None if self.text is None else f"{self.text}: {tool_name} {args['p']} {result}"
+
+    class Broken:
+        @hermes.hookimpl
+        def hermes_tool_result(self, tool_name):
+            raise RuntimeError("boom")
+
+    register_plugin(Note("first"), "t-first")
+    register_plugin(Broken(), "t-broken")
+    register_plugin(Note(None), "t-silent")
+    register_plugin(Note("second"), "t-second")
+    ctx = hermes.ToolContext(kernel=kernel, session_id="s1")
+    notes = kernel.emit("hermes_tool_result", context=ctx, tool_name="t", args={"p": 1}, result="r")
+    assert notes == ["first: t 1 r", "second: t 1 r"]
+    assert kernel.pm.hook_errors[("t-broken", "hermes_tool_result")].startswith("RuntimeError")
+
+
 def test_event_hooks_with_no_implementation_are_fine(kernel):
     for hook in hermes.hookspecs.EVENT_HOOKS:
         kernel.emit(hook, session=SESSION)

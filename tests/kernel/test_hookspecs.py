@@ -242,6 +242,18 @@ def test_example_session_end(kernel, example, caplog):
     assert "session s2 ended: user_exit" in caplog.text
 
 
+def test_example_tool_result(kernel, example):
+    example("hermes_tool_result")
+
+    class Agent:
+        plugin_state: dict = {}
+
+    ctx = hermes.ToolContext(kernel=kernel, session_id="s1", agent=Agent())
+    notes = [kernel.emit("hermes_tool_result", context=ctx, tool_name="read_file", args={}, result=r)
+             for r in ("see README", "see README", "other")]
+    assert notes == [["Note: this project documents its build in README."], [], []]
+
+
 def test_every_example_has_a_runner_here():
     here = {n for n in globals() if n.startswith("test_example_")}
     for name in SPECS:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes.runtime.hints import SubdirectoryHints, _command_paths
+from hermes.plugins.prompt.hints import SubdirectoryHints, _command_paths
 
 
 def write(path: Path, text: str) -> Path:

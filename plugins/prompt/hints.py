@@ -11,6 +11,11 @@ skipped, a home-like working directory (``/``, ``$HOME``, ``/home``, ``/root``) 
 discovery off, every file goes through the same frontmatter strip, cap and threat scan as
 startup context files, and identical content (symlinks, copies, the working directory's
 own file) is shown once.
+
+The prompt plugin offers them through the ``hermes_tool_result`` hook (one
+:class:`SubdirectoryHints` per agent, kept in ``ToolContext.agent.plugin_state``), so a
+third party's ``hermes_tool_result`` can add notes of its own, and disabling
+``prompt-layers`` turns these off.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .context_files import prepare_context_text
+import hermes
 
 log = logging.getLogger("hermes.prompt")
 
@@ -167,7 +172,7 @@ class SubdirectoryHints:
             return ""
         self._digests.add(digest)
         label = os.path.relpath(path, self.cwd)
-        text, _threats, _truncated = prepare_context_text(raw, label, self.max_chars)
+        text, _threats, _truncated = hermes.prepare_context_text(raw, label, self.max_chars)
         if not text:
             return ""
         return f"[Subdirectory context discovered: {label}]\n{text}"
