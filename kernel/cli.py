@@ -23,7 +23,7 @@ import click
 
 from . import __version__
 from .errors import HermesError
-from .registry import COMPONENT_KINDS
+from .registry import COMPONENT_KINDS, SELECTION_KEYS
 
 
 class CLIState:
@@ -438,6 +438,9 @@ def plugins_uninstall(state: CLIState, names: tuple[str, ...], yes: bool) -> Non
     code = _pip(["uninstall", *(["-y"] if yes else []), *dists])
     if code:
         raise HermesError(f"pip uninstall failed (exit {code}).")
+    gone = {r.name for r in records if r.dist and _canonical(r.dist) in {_canonical(d) for d in dists}}
+    if gone:
+        _warn_selected_by(state.kernel(), gone)
 
 
 def _canonical(name: str) -> str:
@@ -480,6 +483,27 @@ def plugins_disable(state: CLIState, name: str) -> None:
     update_config(kernel.home, "plugins.disabled",
                   lambda old: list(old or []) + ([] if name in (old or []) else [name]))
     click.echo(f"Disabled {name} ({kernel.home / CONFIG_FILE}).")
+    _warn_selected_by(kernel, {name})
+
+
+def _warn_selected_by(kernel: Any, plugin_names: set[str]) -> None:
+    """Say which configured selections the plugins about to go away provide, and what
+    Hermes will use instead (the kernel's fallback, or nothing: then it refuses to start)."""
+    from .core import SELECTION_FALLBACKS
+
+    for kind, key in SELECTION_KEYS.items():
+        name = str(kernel.config.get(key) or "")
+        registry = kernel.registries.by_kind(kind)
+        if not name or name not in registry or registry.get(name).plugin not in plugin_names:
+            continue
+        fallback = SELECTION_FALLBACKS.get(kind)
+        if fallback and (fallback not in registry or registry.get(fallback).plugin in plugin_names):
+            fallback = None  # the built-in goes away too
+        instead = (f"Hermes will use the built-in {fallback!r} instead" if fallback else
+                   "Hermes will refuse to start until another is selected")
+        click.echo(f"warning: {registry.get(name).plugin} provides the selected {kind} {name!r} "
+                   f"({key}); {instead}. Choose one with `hermes plugins select {kind} NAME`.",
+                   err=True)
 
 
 @plugins.command("select")

@@ -35,7 +35,12 @@ DEFAULT_PLUGIN_PACKAGE = "hermes.plugins"
 #: Kinds whose configured name, when nothing registered it, falls back to a built-in with
 #: a one-line warning instead of refusing to start (Hermes Agent's rule for
 #: ``context.engine``); strict mode keeps the error.
-SELECTION_FALLBACKS = {"context-engine": "compressor"}
+#: The built-in used when config selects a component nothing registers (its plugin was
+#: uninstalled or disabled, or --no-plugins): one warning line instead of a refusal to
+#: start; ``--strict`` keeps the error. ``model.provider`` has none: another provider's
+#: client would be sent a model name it does not serve.
+SELECTION_FALLBACKS = {"context-engine": "compressor", "memory-provider": "builtin",
+                       "session-store": "sqlite"}
 
 class Kernel:
     """One Hermes instance: its home, config, plugin manager and registries.
@@ -281,18 +286,20 @@ class Kernel:
                 raise ValueError(f"no config key selects a {kind}; pass its name")
             name = configured
             if kind in self.selection_fallbacks and name not in registry:
-                name = configured = self._fall_back(kind, name)
+                name = configured = self.fall_back(kind, name)
         return registry.get(name, setting=setting if name == configured else "").build(self)
 
-    def _fall_back(self, kind: str, name: str) -> str:
-        """The built-in used for ``kind`` instead of the missing ``name``; the first use
-        per kernel prints one warning line."""
+    def fall_back(self, kind: str, name: str) -> str:
+        """The built-in used for ``kind`` instead of the missing ``name`` (see
+        :data:`SELECTION_FALLBACKS` and :attr:`selection_fallbacks`); the first use per
+        kernel prints one warning line. For components built by name elsewhere (the memory
+        manager builds ``memory.provider`` itself)."""
         fallback = self.selection_fallbacks[kind]
         if kind not in self._fallbacks_warned:
             self._fallbacks_warned.add(kind)
-            print(f"hermes: warning: {SELECTION_KEYS[kind]} {name!r} is not installed; using the "
-                  f"built-in {fallback!r} (see `hermes plugins list`; --strict makes this an error)",
-                  file=sys.stderr)
+            print(f"hermes: warning: {SELECTION_KEYS[kind]} {name!r} is not available (not installed, "
+                  f"disabled or --no-plugins); using the built-in {fallback!r} (see `hermes plugins "
+                  "list`; --strict makes this an error)", file=sys.stderr)
         return fallback
 
     def shared(self, kind: str, name: str | None = None) -> Any:

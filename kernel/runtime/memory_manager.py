@@ -185,6 +185,14 @@ class MemoryManager:
         self.selected = "" if name == BUILTIN else name
         if not self.selected:
             return
+        fallbacks = getattr(self.kernel, "selection_fallbacks", {})
+        if name not in registry and "memory-provider" in fallbacks:
+            # uninstalled, disabled or --no-plugins: built-in memory only, said in one line
+            self.kernel.fall_back("memory-provider", name)
+            self.external_available = False
+            self.external_reason = (f"{name!r} is not registered (not installed, disabled or "
+                                    "--no-plugins); using built-in memory only")
+            return
         provider = self._create(self.selected)
         if provider is None:
             self.external_available = False

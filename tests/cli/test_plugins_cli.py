@@ -402,3 +402,42 @@ def test_missing_home_is_created_by_the_cli(tmp_path):
     home = tmp_path / "new" / "home"
     result = hermes("plugins", "list", "--json", env={"HERMES_HOME": str(home), "HERMES_LOAD_PLUGINS": ""})
     assert result.returncode == 0 and home.is_dir()
+
+
+def test_disabling_the_plugin_of_a_selection_says_what_is_used_instead(site, hermes_home):
+    (hermes_home / "config.yaml").write_text("context:\n  engine: t-good-engine\n")
+    result = run("plugins", "disable", "t-good")
+    assert result.exit_code == 0
+    assert ("t-good provides the selected context-engine 't-good-engine' (context.engine); "
+            "Hermes will use the built-in 'compressor' instead") in result.stderr
+    # a default whose own kind has no other built-in: the user is told it will not start
+    result = run("plugins", "disable", "sqlite-sessions")
+    assert "Hermes will refuse to start until another is selected" in result.stderr
+    # nothing selected from the plugin: nothing to say
+    assert "warning" not in run("plugins", "disable", "t-typo").stderr
+
+
+def test_no_plugins_falls_back_to_the_built_ins_with_one_line_each(site, hermes_home):
+    """--no-plugins (or an uninstalled plugin) no longer refuses to start: each selection
+    that a plugin provided falls back to its built-in with one warning line; --strict keeps
+    the refusal."""
+    (hermes_home / "config.yaml").write_text(
+        "context:\n  engine: t-good-engine\nmemory:\n  provider: t-gone\nsessions:\n  store: t-gone\n")
+    env = {**os.environ, "HERMES_HOME": str(hermes_home)}
+
+    def hermes_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(HERMES), *args], capture_output=True, text=True, env=env, timeout=60)
+
+    def warnings(proc: subprocess.CompletedProcess) -> list[str]:
+        return [line for line in proc.stderr.splitlines() if line.startswith("hermes: warning:")]
+
+    proc = hermes_cli("--no-plugins", "memory", "status")  # exit 1: the configured provider is not there
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert [w for w in warnings(proc) if "memory.provider 't-gone'" in w and "'builtin'" in w], proc.stderr
+    assert "built-in memory only" in proc.stdout + proc.stderr
+    proc = hermes_cli("--no-plugins", "sessions", "list")
+    assert proc.returncode == 0, proc.stderr
+    [warning] = warnings(proc)
+    assert "sessions.store 't-gone'" in warning and "'sqlite'" in warning
+    proc = hermes_cli("--no-plugins", "--strict", "sessions", "list")
+    assert proc.returncode != 0 and "unknown session-store 't-gone'" in proc.stderr

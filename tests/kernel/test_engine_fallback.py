@@ -35,9 +35,18 @@ def test_strict_keeps_the_error(kernel_factory):
                        strict=True)
 
 
-def test_other_kinds_still_fail_at_start(kernel_factory):
+def test_a_missing_llm_client_still_fails_at_start(kernel_factory):
+    # no fallback: another provider's client would be sent a model name it does not serve
+    with pytest.raises(hermes.UnknownPluginError, match="unknown llm"):
+        kernel_factory(config={"model": {"provider": "t-nope"}}, check_selection=True)
+
+
+def test_a_missing_session_store_falls_back_to_sqlite_unless_strict(kernel_factory, capsys):
+    kernel = kernel_factory(config={"sessions": {"store": "t-nope"}}, check_selection=True)
+    assert type(kernel.session_store).__name__ == type(kernel_factory().session_store).__name__
+    assert "sessions.store 't-nope'" in capsys.readouterr().err
     with pytest.raises(hermes.UnknownPluginError, match="unknown session-store"):
-        kernel_factory(config={"sessions": {"store": "t-nope"}}, check_selection=True)
+        kernel_factory(config={"sessions": {"store": "t-nope"}}, check_selection=True, strict=True)
 
 
 def _run(args: list[str], home: Path) -> subprocess.CompletedProcess:

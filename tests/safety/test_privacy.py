@@ -191,7 +191,8 @@ def test_warnings_still_reach_stderr_from_the_cli(tmp_path: Path) -> None:
     home.mkdir()
     (home / "config.yaml").write_text("memory:\n  provider: nonexistent-provider\n", encoding="utf-8")
     code = ("import hermes; from hermes.runtime.memory_manager import MemoryManager; "
-            "k = hermes.Kernel(autoload=False, check_selection=False); MemoryManager(k); k.close()")
+            "k = hermes.Kernel(autoload=False, check_selection=False, strict=True); MemoryManager(k); "
+            "k.close()")  # strict: no built-in fallback, so the manager logs the failure
     env = {**os.environ, "HERMES_HOME": str(home)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert "nonexistent-provider" in result.stderr, result.stderr
