@@ -38,6 +38,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "is_secret_key", "mask_secrets", "redact_secrets",
     ),
     ".core": ("Kernel",),
+    ".session_rows": (
+        "MAX_TITLE_LENGTH", "decode_json", "encode_json", "new_session_id", "sanitize_title",
+        "stored_content",
+    ),
     ".registry": ("COMPONENT_KINDS", "ComponentKind"),
     ".settings": ("Setting",),
     ".errors": (
@@ -88,6 +92,12 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "MAX_TITLE_LENGTH",
+    "decode_json",
+    "encode_json",
+    "new_session_id",
+    "sanitize_title",
+    "stored_content",
     "live_tip",
     "resolve_session_ref",
     "BackgroundMemoryProvider",

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
 import random
 import re
-import secrets
 import sqlite3
 import threading
 import time
@@ -37,7 +35,6 @@ log = logging.getLogger("hermes.sessions")
 
 T = TypeVar("T")
 
-MAX_TITLE_LENGTH = 100
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages, if
 #: more); a query with more matches lists the newest (see ``_run_stage``).
 RANK_LIMIT = 3000
@@ -61,10 +58,6 @@ MAX_HOPS = 1000
 _CONTEXT_CHARS = 200
 _SNIPPET_TOKENS = 24
 
-_INVISIBLE_RE = re.compile(
-    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]"
-)
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
 
 _SESSION_COLUMNS = (
@@ -81,65 +74,19 @@ _MESSAGE_COLUMNS = (
 )
 
 
-def sanitize_title(title: str | None) -> str | None:
-    """Clean a title: drop control and invisible formatting characters, collapse
-    whitespace; ``None`` when nothing is left. ``ValueError`` when longer than
-    :data:`MAX_TITLE_LENGTH` characters."""
-    if title is None:
-        return None
-    text = _INVISIBLE_RE.sub("", _CONTROL_RE.sub("", str(title)))
-    text = " ".join(text.split())
-    if not text:
-        return None
-    if len(text) > MAX_TITLE_LENGTH:
-        raise ValueError(
-            f"Title too long ({len(text)} characters); the limit is {MAX_TITLE_LENGTH}."
-        )
-    return text
-
-
-def new_session_id(now: float | None = None) -> str:
-    """A fresh id like ``20260315_092437_c9a6ff`` (sortable by creation time)."""
-    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(now or time.time()))
-    return f"{stamp}_{secrets.token_hex(3)}"
+# Row helpers shared with every store (hermes.session_rows); the private names keep the
+# call sites short.
+MAX_TITLE_LENGTH = hermes.MAX_TITLE_LENGTH
+sanitize_title = hermes.sanitize_title
+new_session_id = hermes.new_session_id
+_encode_json = hermes.encode_json
+_decode_json = hermes.decode_json
+_content_text = hermes.stored_content
 
 
 def _is_busy(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
-
-
-def _encode_json(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _decode_json(value: Any) -> Any:
-    if not isinstance(value, str) or not value:
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
-def _content_text(content: Any) -> str | None:
-    """Stored content: strings as they are; OpenAI content-part lists as their text."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                text = part.get("text") if part.get("type", "text") == "text" else None
-                parts.append(str(text) if text is not None else json.dumps(part, ensure_ascii=False))
-            else:
-                parts.append(str(part))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 class SQLiteSessionStore(hermes.SessionStore):

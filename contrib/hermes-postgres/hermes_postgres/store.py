@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import random
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -46,7 +44,6 @@ from .search import (
 log = logging.getLogger("hermes.postgres")
 T = TypeVar("T")
 
-MAX_TITLE_LENGTH = 100
 MAX_HOPS = 1000
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages);
 #: a query with more lists the newest matches instead (mode ``…-recent``).
@@ -62,8 +59,6 @@ COMMON_MIN = 2000
 PREV_WEIGHT = 0.5
 _CONTEXT_CHARS = 200
 
-_INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
@@ -81,22 +76,14 @@ _SESSION_JOIN = ("JOIN sessions s ON s.hermes_user = m.hermes_user AND s.hermes_
                  "AND s.id = m.session_id")
 
 
-def sanitize_title(title: str | None) -> str | None:
-    """Drop control and invisible characters, collapse whitespace; ``None`` when empty;
-    ``ValueError`` past :data:`MAX_TITLE_LENGTH` characters."""
-    if title is None:
-        return None
-    text = " ".join(_INVISIBLE_RE.sub("", _CONTROL_RE.sub("", str(title))).split())
-    if not text:
-        return None
-    if len(text) > MAX_TITLE_LENGTH:
-        raise ValueError(f"Title too long ({len(text)} characters); the limit is {MAX_TITLE_LENGTH}.")
-    return text
-
-
-def new_session_id(now: float | None = None) -> str:
-    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(now or time.time()))
-    return f"{stamp}_{secrets.token_hex(3)}"
+# Row helpers shared with every store (hermes.session_rows); the private names keep the
+# call sites short.
+MAX_TITLE_LENGTH = hermes.MAX_TITLE_LENGTH
+sanitize_title = hermes.sanitize_title
+new_session_id = hermes.new_session_id
+_encode_json = hermes.encode_json
+_decode_json = hermes.decode_json
+_content_text = hermes.stored_content
 
 
 def _text(value: Any) -> str | None:
@@ -111,36 +98,6 @@ def _text(value: Any) -> str | None:
     if not value.isascii() and _SURROGATE_RE.search(value):
         value = _SURROGATE_RE.sub("\ufffd", value)
     return value
-
-
-def _encode_json(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _decode_json(value: Any) -> Any:
-    if not isinstance(value, str) or not value:
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
-def _content_text(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                text = part.get("text") if part.get("type", "text") == "text" else None
-                parts.append(str(text) if text is not None else json.dumps(part, ensure_ascii=False))
-            else:
-                parts.append(str(part))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def _tool_text(tool_calls: Any) -> str | None:
