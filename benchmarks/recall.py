@@ -23,6 +23,7 @@ Run: ``.venv/bin/python benchmarks/recall.py [--noise 20000] [--half tune|held|b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -66,21 +67,36 @@ def build(path: Path, sessions: list[dict[str, Any]], noise: int) -> tuple[SQLit
     """Import noise first (older ids), then the corpus; returns the store and
     ``(session, index) → message id``."""
     store = SQLiteSessionStore(path)
+    return store, fill(store, sessions, noise)
+
+
+def fill(store: Any, sessions: list[dict[str, Any]], noise: int, *,
+         batch_per_noise_session: bool = False) -> dict[tuple[str, int], int]:
+    """Load ``noise`` synthetic messages, then the corpus, into any store; the
+    ``(session, index) → message id`` map. A server store may want one transaction per
+    noise session rather than one for all of them."""
     if noise:
         sys.path.insert(0, str(HERE))
         from sessions import Corpus  # the synthetic chat corpus of the speed benchmark
 
-        with store.batch():
+        def load_noise() -> None:
             for sid, msgs in Corpus(seed=7).messages(noise):
-                store.create_session(sid, source="cli", started_at=msgs[0]["timestamp"])
-                store.append_messages(sid, msgs)
+                with store.batch() if batch_per_noise_session else contextlib.nullcontext():
+                    store.create_session(sid, source="cli", started_at=msgs[0]["timestamp"])
+                    store.append_messages(sid, msgs)
+
+        if batch_per_noise_session:
+            load_noise()
+        else:
+            with store.batch():
+                load_noise()
     ids: dict[tuple[str, int], int] = {}
     with store.batch():
         for s in sessions:
             store.create_session(s["id"], source="cli", started_at=s["started_at"])
             for i, mid in enumerate(store.append_messages(s["id"], s["messages"])):
                 ids[(s["id"], i)] = mid
-    return store, ids
+    return ids
 
 
 def build_baseline(store_path: Path) -> sqlite3.Connection:

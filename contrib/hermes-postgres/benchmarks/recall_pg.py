@@ -26,19 +26,7 @@ def build_pg(dsn: str, sessions: list[dict[str, Any]], noise: int) -> tuple[Any,
     from hermes_postgres.store import PostgresSessionStore
 
     store = PostgresSessionStore(dsn, user=f"recall-{time.time()}", pool_max=2)
-    if noise:
-        from sessions import Corpus
-
-        for sid, msgs in Corpus(seed=7).messages(noise):
-            with store.batch():
-                store.create_session(sid, source="cli", started_at=msgs[0]["timestamp"])
-                store.append_messages(sid, msgs)
-    ids: dict[tuple[str, int], int] = {}
-    with store.batch():
-        for s in sessions:
-            store.create_session(s["id"], source="cli", started_at=s["started_at"])
-            for i, mid in enumerate(store.append_messages(s["id"], s["messages"])):
-                ids[(s["id"], i)] = mid
+    ids = recall.fill(store, sessions, noise, batch_per_noise_session=True)
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
