@@ -30,6 +30,9 @@ from ..errors import HermesError, LLMAuthError
 from ..session_refs import CONTINUED_REASONS, live_tip, resolve_session_ref
 from .render import DIM, RESET, MarkdownStream
 
+#: Exit status of ``chat -q`` whose answer broke off before it was complete (docs/cli.md).
+EXIT_INCOMPLETE = 3
+
 #: Slash commands: name → (argument hint, what it does). /help and completion use it.
 COMMANDS: dict[str, tuple[str, str]] = {
     "/help": ("", "list the commands and keys"),
@@ -814,6 +817,10 @@ def one_shot(kernel: Any, session_id: str | None, text: str, *, json_out: bool, 
             raise HermesError(f"the model call failed: {result.error}")
         if result.status == "interrupted":
             raise click.exceptions.Exit(130)  # like any command stopped with Ctrl-C
+        if result.status == "incomplete":
+            # The answer broke off (a dropped connection, a proxy timeout): what arrived
+            # is printed and stored, but a script must not take it for a whole answer.
+            raise click.exceptions.Exit(EXIT_INCOMPLETE)
     finally:
         agent.close("user_exit")
 
