@@ -255,6 +255,8 @@ class BaseClient(hermes.LLMClient):
         error = self.translate_error(exc)
         if error is None:
             raise exc
+        if shown and self._dropped(exc):
+            raise self.dropped_mid_answer(exc) from exc
         if shown or not error.retryable or attempt >= self.max_retries:
             if error.retryable and attempt and not shown:
                 error.args = (f"{error.args[0]} Gave up after {attempt + 1} attempts.",)
@@ -263,6 +265,25 @@ class BaseClient(hermes.LLMClient):
         log.warning("%s: %s (retry %d/%d in %.2fs)", self.name, error, attempt + 1,
                     self.max_retries, delay)
         time.sleep(delay)
+
+    def _dropped(self, exc: Exception) -> bool:
+        """Whether ``exc`` is a connection that closed (not one that timed out)."""
+        sdk = self._sdk_module()
+        return _is_broken_transfer(exc) or (
+            isinstance(exc, sdk.APIConnectionError) and not isinstance(exc, sdk.APITimeoutError))
+
+    def dropped_mid_answer(self, exc: Exception) -> hermes.LLMUnavailableError:
+        """The error for a connection that closed after part of a streamed answer had
+        arrived. The server was reached and answering, so this is not a setup problem
+        (the OpenAI SDK calls it a connection error, which reads like a wrong base_url):
+        a proxy or the server ended it. The caller keeps the part that arrived."""
+        cause = exc.__cause__ or exc.__context__
+        detail = str(exc) if _is_broken_transfer(exc) or cause is None else f"{exc} {cause}"
+        where = self.base_url or "the default endpoint"
+        return hermes.LLMUnavailableError(
+            f"{self.name}: the connection to {where} dropped in the middle of the answer "
+            f"({' '.join(detail.split())}). The server was reached, the settings are not "
+            "the problem: ask again for a whole answer.", provider=self.name)
 
     def stream_with_retries(
         self, start: Callable[[], Iterator[hermes.StreamEvent]]
