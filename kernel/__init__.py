@@ -59,6 +59,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "BuiltPrompt", "LayerReport", "PromptBuilder", "preview_prompt", "prompt_hash",
     ),
     ".runtime.memory_manager": ("MemoryManager", "is_trivial_prompt"),
+    ".runtime.session_lock": ("SessionBusyError", "WriterLock"),
     ".safety": ("Threat", "scan_for_threats",),
     ".session_refs": ("live_tip", "resolve_session_ref"),
     ".search_plan": (
@@ -164,6 +165,7 @@ __all__ = [
     "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "NOISE_WORDS", "RELAX_BELOW", "STOP_WORDS",
     "ParsedSearch", "SearchStage", "SearchTerm", "cjk_bigrams", "has_cjk", "informative",
     "parse_search", "plan_search", "search_stem", "strict_groups",
+    "SessionBusyError",
     "SessionInfo",
     "Setting",
     "SessionStore",
@@ -175,6 +177,7 @@ __all__ = [
     "TurnEvent",
     "UnknownPluginError",
     "Usage",
+    "WriterLock",
     "__version__",
     "atomic_write_text",
     "atomic_writer",

@@ -23,7 +23,10 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from .runtime.session_lock import WriterLock
 
 Message = dict[str, Any]
 
@@ -1179,6 +1182,22 @@ class SessionStore(ABC):
         the block see its writes; searches may not until it ends. The default does
         nothing special."""
         return nullcontext()
+
+    def writer_lock(self, session_id: str) -> WriterLock | None:
+        """The one-writer-per-conversation lock of ``session_id`` (optional), or ``None``.
+
+        The runtime locks the lineage root of a conversation before writing to it, so
+        that two ``hermes chat --continue`` never interleave one transcript. By default
+        (``None``) it takes a file lock in ``$HERMES_HOME/locks``, which sees the
+        processes of one machine only. A store shared by several machines returns a
+        :class:`hermes.runtime.session_lock.WriterLock` that reaches all of them (the
+        PostgreSQL store: an advisory lock on a connection of its own): ``acquire()``
+        takes it or raises :class:`hermes.SessionBusyError` at once, naming the holder
+        as well as the store can (``SessionBusyError(session_id=…, pid=…, host=…,
+        lock=…)`` builds the standard message); ``release()`` gives it up; a holder
+        that dies in any way (SIGKILL, a vanished machine) must not keep it.
+        """
+        return None
 
     # -- bookkeeping ----------------------------------------------------------------------
 

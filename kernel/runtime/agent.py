@@ -37,7 +37,7 @@ from ..errors import ContextLengthError, HermesError, LLMError, StoreError
 from ..pricing import estimate_cost, load_prices
 from ..util import estimate_messages_tokens
 from .memory_manager import _call_filtered
-from .session_lock import SessionLock
+from .session_lock import SessionLock, WriterLock
 from .transcript import unanswered_tail, with_missing_results
 
 log = logging.getLogger("hermes.runtime")
@@ -191,7 +191,7 @@ class Agent:
         #: (memory.live_updates; see kernel/runtime/prompt.with_notes)
         self._live_notes: dict[int, str] = {}
 
-        self._lock: SessionLock | None = None
+        self._lock: WriterLock | None = None
         if session_id and self.store.get_session(session_id):
             self.session_id = session_id
             self._lock_conversation()  # before anything is written to it
@@ -228,7 +228,12 @@ class Agent:
         sub-agent writes only under its parent, which holds the lock."""
         if self.parent is not None:
             return
-        lock = SessionLock(self.kernel.home, self.store.lineage_root(self.session_id))
+        root = self.store.lineage_root(self.session_id)
+        # A store shared by several machines offers a lock that reaches them all; the
+        # file lock sees this machine only.
+        lock = self.store.writer_lock(root)
+        if lock is None:
+            lock = SessionLock(self.kernel.home, root)
         lock.acquire()
         if self._lock is not None:
             self._lock.release()

@@ -7,24 +7,56 @@ message naming the session and the holder's PID. Unlike ``index.lock`` the lock 
 ``flock`` on the file, which the operating system drops when the holder exits in any
 way (SIGKILL included), so a stale file never blocks anyone: only a live process holds
 the lock.
+
+A store can offer a lock that reaches further than one machine (a database server's
+advisory lock, say): :meth:`hermes.SessionStore.writer_lock` returns a :class:`WriterLock`
+and the runtime takes it instead of the file. Every lock refuses with the same
+:class:`SessionBusyError` message.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import HermesError
 
-__all__ = ["SessionBusyError", "SessionLock"]
+__all__ = ["SessionBusyError", "SessionLock", "WriterLock"]
 
 
 class SessionBusyError(HermesError):
-    """Another live process is writing to this conversation."""
+    """Another live process is writing to this conversation.
 
-    def __init__(self, message: str, *, session_id: str, pid: int | None):
+    ``SessionBusyError(session_id=…, pid=…, host=…, lock=…)`` builds the standard
+    message: the session, the holder as well as the lock knows it (``process PID`` or
+    ``process PID@HOST``) and where the lock is (``lock`` names it for the user), then
+    what to do. ``pid`` and ``host`` are ``None`` when unknown.
+    """
+
+    def __init__(self, message: str | None = None, *, session_id: str, pid: int | None = None,
+                 host: str | None = None, lock: str = ""):
+        if message is None:
+            if pid:
+                holder = f"process {pid}@{host}" if host else f"process {pid}"
+            else:
+                holder = f"a process on {host}" if host else "another process"
+            message = (f"session {session_id} is in use by hermes {holder}"
+                       f"{f' ({lock})' if lock else ''}. One conversation has one writer: finish that "
+                       "chat first, or start a new one without --continue.")
         super().__init__(message)
-        self.session_id, self.pid = session_id, pid
+        self.session_id, self.pid, self.host = session_id, pid, host
+
+
+class WriterLock(Protocol):
+    """The one-writer lock of a conversation, as the runtime uses it: ``acquire()``
+    takes it or raises :class:`SessionBusyError` at once (it never waits) and
+    ``release()`` gives it up (a no-op when not held). A holder that dies in any way
+    must not keep it. :class:`SessionLock` is the file implementation."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
 
 
 class SessionLock:
@@ -58,12 +90,8 @@ class SessionLock:
             except BlockingIOError:
                 pid = _read_pid(fd)
                 os.close(fd)
-                holder = f"process {pid}" if pid else "another process"
-                raise SessionBusyError(
-                    f"session {self.session_id} is in use by hermes {holder} (lock "
-                    f"{self.path}). One conversation has one writer: finish that chat first, "
-                    "or start a new one without --continue.",
-                    session_id=self.session_id, pid=pid) from None
+                raise SessionBusyError(session_id=self.session_id, pid=pid,
+                                       lock=f"lock {self.path}") from None
             # A holder that was releasing may have removed the file after we opened it;
             # then our lock is on a dead inode: open the path again.
             try:

@@ -184,6 +184,8 @@ class PostgresSessionStore(hermes.SessionStore):
                     if before != after:
                         log.info("postgres schema %s: version %s -> %s", self.schema, before, after)
                 self._search_path = pgschema.search_path(conn, self.schema)
+                #: The database's name (named by the writer lock's refusal).
+                self.database: str = conn.execute("SELECT current_database() AS db").fetchone()["db"]
             except RuntimeError as exc:
                 raise hermes.StoreError(str(exc)) from exc
             except Exception as exc:
@@ -931,7 +933,8 @@ class PostgresSessionStore(hermes.SessionStore):
 
     def writer_lock(self, session_id: str) -> Any:
         """The one-writer lock of a conversation across machines (an advisory lock; see
-        :mod:`hermes_postgres.lock`): ``with store.writer_lock(root_id): …``."""
+        :mod:`hermes_postgres.lock`), which the runtime takes instead of its file lock:
+        ``with store.writer_lock(root_id): …``."""
         from .lock import PostgresSessionLock
 
         return PostgresSessionLock(self, session_id)

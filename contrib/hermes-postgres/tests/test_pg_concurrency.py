@@ -68,8 +68,9 @@ def test_writer_lock_is_exclusive_and_dies_with_its_holder(pg_cluster, pg_user) 
     try:
         assert holder.stdout.readline().strip() == "held"
         store = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
-        with pytest.raises(SessionBusyError, match="conv-1"):
+        with pytest.raises(SessionBusyError, match="conv-1") as info:
             store.writer_lock("conv-1").acquire()
+        assert info.value.pid == holder.pid and f"process {holder.pid}@" in str(info.value)  # named
         with store.writer_lock("conv-2") as other:  # another conversation is free
             assert other.held
         other_user = PostgresSessionStore(pg_cluster.dsn, user=pg_user + "-b", pool_max=1)

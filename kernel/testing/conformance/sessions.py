@@ -181,6 +181,30 @@ class SessionStoreConformance:
         assert [m["content"] for m in store.get_messages(sid)] == [
             "batched armadillo", "noted", "single armadillo"]
 
+    def test_writer_lock_is_none_or_exclusive(self, store: Any) -> None:
+        """``writer_lock`` is optional (``None``: the runtime uses its file lock); a lock
+        a store does offer admits one holder per conversation, refuses a second at once
+        with ``hermes.SessionBusyError`` naming the conversation, and frees it on release."""
+        import hermes
+
+        first = store.writer_lock("conformance-conv")
+        if first is None:
+            return
+        first.acquire()
+        try:
+            second = store.writer_lock("conformance-conv")
+            with pytest.raises(hermes.SessionBusyError) as info:
+                second.acquire()
+            assert info.value.session_id == "conformance-conv" and "conformance-conv" in str(info.value)
+            other = store.writer_lock("conformance-other")  # another conversation is free
+            other.acquire()
+            other.release()
+        finally:
+            first.release()
+        again = store.writer_lock("conformance-conv")
+        again.acquire()
+        again.release()
+
     def test_export_session(self, store: Any) -> None:
         sid = self._session_with(store, ["one", "two"])
         data = store.export_session(sid)
