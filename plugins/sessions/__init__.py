@@ -50,6 +50,19 @@ def open_store(kernel: Any) -> Any:
                               synchronous=settings["synchronous"])
 
 
+def _doctor(kernel: Any) -> tuple[list[str], list[str]]:
+    from .integrity import doctor
+
+    settings = kernel.plugin_settings(PLUGIN_NAME)
+    file = Path(settings["path"] or DB_FILE).expanduser()
+    return doctor(kernel, file if file.is_absolute() else Path(kernel.home) / file)
+
+
+#: ``hermes doctor`` asks the selected store's factory for its checks: the search indexes
+#: compared with the messages, in bounded time.
+open_store.doctor = _doctor  # type: ignore[attr-defined]
+
+
 @hermes.hookimpl
 def hermes_register_session_stores(register: Any) -> None:
     """Register the ``sqlite`` store."""

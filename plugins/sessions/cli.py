@@ -214,6 +214,26 @@ def reindex_cmd(state: Any) -> None:
     click.echo(f"reindexed {total} message(s)")
 
 
+@sessions.command("check")
+@pass_state
+def check_cmd(state: Any) -> None:
+    """Check the session database: SQLite's and the search indexes' own checks, and every
+    message compared with both search indexes (exit status 1 when something is wrong)."""
+    store = _store(state)
+    check = getattr(store, "check_integrity", None)
+    if not callable(check):
+        raise hermes.HermesError(f"the selected session store ({store.name}) has no integrity check")
+    problems = check()
+    where = getattr(store, "path", store.name)
+    for problem in problems:
+        click.echo(f"{where}: {problem}")
+    if problems:
+        click.echo("fix: run `hermes sessions reindex` to rebuild the search indexes from the "
+                   "messages (a problem it leaves is damage to the file itself: restore a backup)")
+        sys.exit(1)
+    click.echo(f"{where}: OK")
+
+
 @sessions.command("export")
 @click.argument("refs", nargs=-1)
 @click.option("--all", "export_all", is_flag=True, help="Every session.")

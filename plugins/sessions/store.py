@@ -1190,8 +1190,10 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         return forget(self, request)
 
-    def check_integrity(self) -> list[str]:
-        """Problems found by SQLite's and FTS5's own integrity checks (``[]`` when sound)."""
+    def check_integrity(self, *, budget: float | None = None) -> list[str]:
+        """Problems found by SQLite's and FTS5's own integrity checks and by comparing
+        both search indexes with the messages row by row (``[]`` when sound). ``budget``
+        bounds the seconds of the comparison (see :meth:`compare_indexes`)."""
         problems: list[str] = []
 
         def check(conn: sqlite3.Connection) -> None:
@@ -1205,7 +1207,17 @@ class SQLiteSessionStore(hermes.SessionStore):
                     problems.append(f"{table}: {exc}")
 
         self._write(check)
+        if not problems:  # a damaged file can fail the comparison's queries themselves
+            problems.extend(self.compare_indexes(budget=budget).problems)
         return problems
+
+    def compare_indexes(self, *, budget: float | None = None) -> Any:
+        """Whether the search indexes hold exactly the rows the messages call for
+        (:func:`hermes.plugins.sessions.integrity.compare_indexes`: streamed over one
+        read snapshot, stopped after ``budget`` seconds); an ``IndexReport``."""
+        from .integrity import compare_indexes
+
+        return self._read(lambda c: compare_indexes(c, budget=budget))
 
     def count_messages(self) -> int:
         """How many messages are stored (for progress bars)."""
@@ -1214,9 +1226,14 @@ class SQLiteSessionStore(hermes.SessionStore):
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Build both full-text indexes again from the messages, in one transaction (other
         writers wait); ``progress(n)`` after each chunk of ``n`` messages. Returns the
-        number of messages indexed."""
-        return self._write(lambda c: schema.rebuild_index(c, progress=progress),
-                           timeout=max(self.write_timeout, 120.0))
+        number of messages indexed. A leaked ``fts_deferred`` flag (it stops the
+        triggers from indexing) is removed first: outside a batch no write holds it."""
+        def rebuild(c: sqlite3.Connection) -> int:
+            if self._batch_start() is None:
+                c.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
+            return schema.rebuild_index(c, progress=progress)
+
+        return self._write(rebuild, timeout=max(self.write_timeout, 120.0))
 
     def optimize(self) -> None:
         """Merge the full-text indexes' segments (after a big import searches get faster)."""

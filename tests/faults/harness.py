@@ -449,12 +449,6 @@ def point_messages_over(count: int) -> Callable[[sqlite3.Connection], bool]:
 # -- invariants -----------------------------------------------------------------------------
 
 
-def _has_cjk(text: str | None) -> bool:
-    from hermes import is_cjk
-
-    return bool(text) and any(ord(ch) >= 0x3000 and is_cjk(ch) for ch in text)
-
-
 class Checker:
     """Checks one home after a kill; every violated invariant is recorded (with the
     scenario's seed) in ``stats.failures`` and in :attr:`problems`."""
@@ -534,33 +528,21 @@ class Checker:
     # state.db ---------------------------------------------------------------------------------
 
     def fts_counts(self) -> None:
-        """The FTS indexes hold exactly one row per message they should index."""
+        """The search indexes hold exactly the rows the messages call for, compared id by
+        id (one row per message in the word index, one per CJK message, with its current
+        text, in the CJK index; no batch flag left): the store's own comparison, the
+        one ``hermes doctor`` and ``hermes sessions check`` run."""
+        from hermes.plugins.sessions.integrity import compare_indexes
+
         if not db_path(self.home).exists():
             return
         conn = connect(self.home)
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if "messages" not in tables:
-                return
-            total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-            if "messages_fts_docsize" in tables:
-                indexed = conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
-                self.expect(indexed == total,
-                            f"messages_fts indexes {indexed} rows, messages has {total}")
-                unindexed = conn.execute(
-                    "SELECT count(*) FROM messages m WHERE NOT EXISTS "
-                    "(SELECT 1 FROM messages_fts_docsize d WHERE d.id = m.id)").fetchone()[0]
-                self.expect(unindexed == 0, f"{unindexed} messages are missing from messages_fts")
-            if "messages_fts_trigram" in tables:
-                cjk = sum(1 for r in conn.execute("SELECT content, tool_calls FROM messages")
-                          if _has_cjk(r[0]) or _has_cjk(r[1]))
-                tri = conn.execute("SELECT count(*) FROM messages_fts_trigram").fetchone()[0]
-                self.expect(tri == cjk, f"messages_fts_trigram holds {tri} rows, {cjk} CJK messages")
-            left = conn.execute("SELECT count(*) FROM state_meta WHERE key = 'fts_deferred'").fetchone()[0] \
-                if "state_meta" in tables else 0
-            self.expect(left == 0, "state_meta still holds fts_deferred (a batch's flag leaked)")
+            report = compare_indexes(conn)
         finally:
             conn.close()
+        self.expect(report.complete, "the index comparison stopped before the last message")
+        self.expect(not report.problems, "; ".join(report.problems))
 
     def nothing_lost(self, committed: dict[int, tuple[Any, ...]], when: str) -> None:
         """Every message committed earlier is still stored, unchanged."""
