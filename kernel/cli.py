@@ -589,10 +589,14 @@ def config_validate(state: CLIState) -> None:
     Exit status 0 when everything is usable, 1 otherwise; warnings (unknown top-level
     sections, usually typos) do not fail."""
     from .config import read_yaml, resolve_home, unknown_sections
+    from .settings import declared_sections
 
     home = resolve_home(state.home)
     kernel = state.kernel()  # raises ConfigError with the file, line or key path
-    for section in unknown_sections(read_yaml(home / "config.yaml")):
+    # A section a loaded plugin reads (hermes-mcp's mcp_servers) is not unknown.
+    known = [s for r in kernel.pm.records.values() if r.status == "active"
+             for s in declared_sections(kernel.pm.get_plugin(r.name))]
+    for section in unknown_sections(read_yaml(home / "config.yaml"), known):
         click.echo(f"warning: unknown top-level section {section}; Hermes ignores it.", err=True)
     problems = [str(e) for e in kernel.config_problems]
     try:

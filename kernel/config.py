@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -406,13 +406,15 @@ def _check_ref(path: str, value: Mapping[str, Any], default: Any, where: str, fi
         raise ConfigError(f"{where}{path}: {kind} expects {what}, got {target!r}.", path=path, file=file)
 
 
-def unknown_sections(data: Mapping[str, Any]) -> list[str]:
-    """Top-level sections of user config that Hermes does not know, each with a hint
-    (they are kept, as other tools may share the file, but are usually typos)."""
+def unknown_sections(data: Mapping[str, Any], known: Iterable[str] = ()) -> list[str]:
+    """Top-level sections of user config that neither Hermes nor a loaded plugin
+    (``known``: the sections plugins declare) knows, each with a hint (they are kept, as
+    other tools may share the file, but are usually typos)."""
+    names = [*DEFAULTS, *known]
     out = []
     for key in data:
-        if isinstance(key, str) and key not in DEFAULTS:
-            hint = _close_matches(key, list(DEFAULTS))
+        if isinstance(key, str) and key not in names:
+            hint = _close_matches(key, names)
             out.append(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
     return out
 

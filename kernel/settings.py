@@ -57,6 +57,23 @@ class Setting:
         return ""
 
 
+#: The attribute of a plugin module or object naming the top-level config.yaml sections
+#: it reads (``hermes_config_sections = ("mcp_servers",)``): ``hermes config validate``
+#: does not call those unknown while the plugin is loaded.
+SECTIONS_ATTRIBUTE = "hermes_config_sections"
+
+
+def declared_sections(plugin: Any) -> tuple[str, ...]:
+    """The top-level config sections a plugin declares (a name, or an iterable of names)."""
+    names = getattr(plugin, SECTIONS_ATTRIBUTE, None)
+    if isinstance(names, str):
+        return (names,)
+    try:
+        return tuple(n for n in names or () if isinstance(n, str))
+    except TypeError:  # not iterable: declares nothing
+        return ()
+
+
 def settings_schema(plugin: Any) -> Mapping[str, Setting] | None:
     """The schema a plugin declares, or ``None``."""
     schema = getattr(plugin, SETTINGS_ATTRIBUTE, None)

@@ -15,6 +15,10 @@ from typing import Any
 
 import hermes
 
+#: ``mcp_servers:`` is this plugin's top-level section of config.yaml (so ``hermes config
+#: validate`` does not call it unknown).
+hermes_config_sections = ("mcp_servers",)
+
 
 @hermes.hookimpl
 def hermes_register_commands(cli: Any) -> None:
