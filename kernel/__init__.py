@@ -61,7 +61,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".runtime.memory_manager": ("MemoryManager", "is_trivial_prompt"),
     ".runtime.session_lock": ("SessionBusyError", "WriterLock"),
     ".safety": ("Threat", "scan_for_threats",),
-    ".session_refs": ("live_tip", "resolve_session_ref"),
+    ".session_refs": ("CONTINUED_REASONS", "live_tip", "resolve_session_ref"),
     ".search_plan": (
         "CJK_RANGES", "MAX_QUERY_CHARS", "MAX_TERMS", "NOISE_WORDS", "RELAX_BELOW", "STOP_WORDS",
         "ParsedSearch", "SearchStage", "SearchTerm", "cjk_bigrams", "has_cjk", "informative",
@@ -99,6 +99,7 @@ __all__ = [
     "new_session_id",
     "sanitize_title",
     "stored_content",
+    "CONTINUED_REASONS",
     "live_tip",
     "resolve_session_ref",
     "BackgroundMemoryProvider",

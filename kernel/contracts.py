@@ -974,9 +974,11 @@ class SessionStore(ABC):
 
     @abstractmethod
     def compression_tip(self, session_id: str) -> str:
-        """Follow compression continuations forward to the live end of a conversation.
+        """Follow continuations forward to the live end of a conversation.
 
-        While the session ended with ``end_reason == "compression"``, move to its newest
+        While the session ended with an ``end_reason`` in :data:`hermes.CONTINUED_REASONS`
+        (``"compression"``: a compaction split; ``"undo"``: ``/undo`` kept the dropped
+        exchange on the ended session as a branch), move to its newest
         child started at or after the parent's ``ended_at`` (sub-agent children started
         earlier are never followed). Cycle-safe and bounded. Returns ``session_id`` when
         it is not a compressed session.

@@ -734,7 +734,8 @@ class SQLiteSessionStore(hermes.SessionStore):
             for _ in range(MAX_HOPS):
                 row = conn.execute("SELECT ended_at, end_reason FROM sessions WHERE id = ?",
                                    (current,)).fetchone()
-                if row is None or row["end_reason"] != "compression" or row["ended_at"] is None:
+                # A compaction split and /undo both continue in the newest later child.
+                if row is None or row["end_reason"] not in hermes.CONTINUED_REASONS or row["ended_at"] is None:
                     return current
                 child = conn.execute(
                     "SELECT id FROM sessions WHERE parent_session_id = ? AND started_at >= ? "
