@@ -101,6 +101,9 @@ class _Scope:
                 fromlist: Any) -> ModuleType:
         if name in self.shims:
             return self.shims[name] if fromlist else self.shims[name.split(".")[0]]
+        if name.startswith("os."):  # `import os.path`: the real submodule, bound to our os
+            module = importer(name, globals_, locals_, fromlist, 0)
+            return module if fromlist else self.shims["os"]
         found = self._plugin_dir(name)
         if found is not None and (found[0] / "__init__.py").is_file():
             directory, rest = found
@@ -362,15 +365,18 @@ def _engine_factory(module: ModuleType, name: str) -> Callable[[], ContextEngine
     return cls
 
 
-def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
+def manifest_reason(manifest: dict[str, Any], provider: Any, environ: Any = None) -> str:
     """Why a Hermes-style provider is unavailable, from what its ``plugin.yaml`` and
     config schema declare (Hermes Agent 0.19's providers give no reason themselves):
-    unset required environment variables, commands not on ``PATH``, packages not
+    unset required environment variables (in ``environ``, default the process's; the
+    plugin's own sees its home's ``.env`` too), commands not on ``PATH``, packages not
     installed. ``""`` when none of those explains it."""
     import importlib.metadata
     import os
     import re
     import shutil
+
+    environ = os.environ if environ is None else environ
 
     reasons: list[str] = []
     env = [str(v) for v in manifest.get("requires_env") or [] if v]
@@ -380,7 +386,7 @@ def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
         schema = []
     fields = [f for f in schema if isinstance(f, dict) and f.get("env_var")]
     env += [str(f["env_var"]) for f in fields if f.get("required")]
-    missing_env = sorted({v for v in env if not os.environ.get(v)})
+    missing_env = sorted({v for v in env if not environ.get(v)})
     if missing_env:
         reasons.append("set " + ", ".join(missing_env))
     for dep in manifest.get("external_dependencies") or []:
@@ -394,19 +400,19 @@ def manifest_reason(manifest: dict[str, Any], provider: Any) -> str:
         except importlib.metadata.PackageNotFoundError:
             reasons.append(f"pip install {requirement}")
     secrets = sorted({str(f["env_var"]) for f in fields if f.get("secret")
-                      and not os.environ.get(str(f["env_var"]))})
+                      and not environ.get(str(f["env_var"]))})
     if not reasons and secrets:
         # nothing is declared required, but an unset key is the usual cause
         reasons.append(f"set {', '.join(secrets)} (or configure it in the provider's own config file)")
     return "; ".join(reasons)
 
 
-def _with_reason(provider: MemoryProvider, manifest: dict[str, Any]) -> MemoryProvider:
+def _with_reason(provider: MemoryProvider, manifest: dict[str, Any], environ: Any = None) -> MemoryProvider:
     """Give a provider that does not explain itself an ``unavailable_reason`` derived
     from its manifest (:func:`manifest_reason`)."""
     if type(provider).unavailable_reason is MemoryProvider.unavailable_reason:
         def unavailable_reason() -> str:
-            return manifest_reason(manifest, provider) or (
+            return manifest_reason(manifest, provider, environ) or (
                 "its is_available() returned false and it gives no reason; see its README")
 
         provider.unavailable_reason = unavailable_reason  # type: ignore[method-assign]
@@ -486,7 +492,9 @@ def _load_package(path: Path, meta: dict[str, Any]) -> Any:
     if _has_hookimpls(module):
         return module
     factory = _provider_factory(module, path.name)
-    return HermesStyleProvider(path.name, lambda: _with_reason(factory(), manifest),
+    scope = _scoped_import().by_dir.get(path.parent.resolve())
+    environ = scope.shims["os"].environ if scope is not None else None  # what the plugin reads
+    return HermesStyleProvider(path.name, lambda: _with_reason(factory(), manifest, environ),
                                _description(manifest, module))
 
 

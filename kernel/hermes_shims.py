@@ -27,7 +27,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator, Mapping, MutableMapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -124,11 +124,6 @@ def is_truthy_value(value: Any, default: bool = False) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in _TRUTHY
     return bool(value)
-
-
-def env_var_enabled(name: str, default: str = "") -> bool:
-    """Whether environment variable ``name`` is set to a truthy value."""
-    return is_truthy_value(os.environ.get(name, default))
 
 
 # -- hermes_cli.config ---------------------------------------------------------------------
@@ -334,6 +329,80 @@ class ProviderConfigSchema:
         return tuple(f for f in self.fields if f.inline)
 
 
+# -- the environment -----------------------------------------------------------------------
+
+class HomeEnviron(MutableMapping[str, str]):
+    """``os.environ`` as Hermes Agent's plugins of one home see it: the process
+    environment over that home's ``.env``.
+
+    Hermes Agent loads ``$HERMES_HOME/.env`` into its process environment at start, and
+    its plugins read their keys from there (``os.environ.get("MEM0_API_KEY")``). This
+    kernel never writes ``os.environ`` (each kernel has its own environment,
+    :attr:`hermes.Kernel.env`), so plugin code gets this mapping as ``os.environ``
+    instead: the ``.env`` values reach the plugin, but no other code in the process, and
+    no child process started without an explicit ``env=``. The process environment
+    wins, as for the kernel. Writes and deletes go to the process environment, as they
+    would upstream (a deleted ``.env`` key is hidden from then on)."""
+
+    def __init__(self, dotenv: Mapping[str, str]):
+        self._dotenv = dict(dotenv)
+        self._hidden: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        if key in os.environ:
+            return os.environ[key]
+        if key in self._dotenv and key not in self._hidden:
+            return self._dotenv[key]
+        raise KeyError(key)
+
+    def __setitem__(self, key: str, value: str) -> None:
+        os.environ[key] = value
+        self._hidden.discard(key)
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        os.environ.pop(key, None)
+        self._hidden.add(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from list(os.environ)
+        yield from [k for k in self._dotenv if k not in os.environ and k not in self._hidden]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def copy(self) -> dict[str, str]:
+        """A plain dict, like ``os.environ.copy()`` (for a child's ``env=``)."""
+        return dict(self)
+
+
+class _EnvironOs(ModuleType):
+    """The ``os`` module for Hermes-style plugin code: ``environ`` and ``getenv`` read
+    :class:`HomeEnviron`; every other name is the real module's."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
+def _os_module(home: Path) -> ModuleType:
+    from .config import read_dotenv
+    from .errors import ConfigError
+
+    try:
+        dotenv = read_dotenv(home / ".env")
+    except ConfigError:  # the kernel reports an unreadable .env itself, naming the file
+        dotenv = {}
+    environ = HomeEnviron(dotenv)
+    module = _EnvironOs("os", "The os module with $HERMES_HOME/.env under os.environ (hermes.hermes_shims).")
+
+    def getenv(key: str, default: str | None = None) -> str | None:
+        return environ.get(key, default)
+
+    module.__dict__.update(environ=environ, getenv=getenv, path=os.path, sep=os.sep)
+    return module
+
+
 # -- assembling the modules ----------------------------------------------------------------
 
 #: Every module and name the shims provide (what ``hermes plugins`` docs list).
@@ -374,8 +443,9 @@ SHIMMED: dict[str, tuple[str, ...]] = {
     "plugins.context_engine": (),
 }
 
-#: The top-level names the import hook answers for Hermes-style plugin code.
-ROOTS = frozenset(name.split(".")[0] for name in SHIMMED)
+#: The top-level names the import hook answers for Hermes-style plugin code (``os``: its
+#: ``environ`` includes the home's ``.env``, see :class:`HomeEnviron`).
+ROOTS = frozenset(name.split(".")[0] for name in SHIMMED) | {"os"}
 
 
 def build_shims(home: Path) -> dict[str, ModuleType]:
@@ -385,6 +455,12 @@ def build_shims(home: Path) -> dict[str, ModuleType]:
     Long because it is one table: each shimmed module with the names it holds."""
     home = Path(home)
     config = _Config(home)
+    os_module = _os_module(home)
+    environ = os_module.environ
+
+    def env_var_enabled(name: str, default: str = "") -> bool:
+        """Whether environment variable ``name`` (process, then ``.env``) is truthy."""
+        return is_truthy_value(environ.get(name, default))
 
     def get_hermes_home() -> Path:
         """The Hermes home the plugin was loaded from."""
@@ -453,4 +529,5 @@ def build_shims(home: Path) -> dict[str, ModuleType]:
         parent, _, leaf = name.rpartition(".")
         if parent:
             setattr(modules[parent], leaf, module)
+    modules["os"] = os_module
     return modules
