@@ -1,4 +1,4 @@
-"""``hermes sessions list|show|search|export|import|rename|delete|prune``.
+"""``hermes sessions list|show|search|export|import|rename|delete|prune|reindex|check``.
 
 Every command works on the selected session store (``sessions.store``), so they work the
 same with any store plugin. ``--json`` on ``list``, ``show`` and ``search`` prints what a

@@ -24,6 +24,8 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from .schema import _has_cjk, _sentinel
 
@@ -118,15 +120,12 @@ def compare_indexes(conn: sqlite3.Connection, *, budget: float | None = None) ->
 DOCTOR_BUDGET = 2.0
 
 
-def doctor(kernel: object, store_path: object) -> tuple[list[str], list[str]]:
+def doctor(kernel: Any, store_path: Path) -> tuple[list[str], list[str]]:
     """``(lines, problems)`` for ``hermes doctor``: the comparison, bounded by
     :data:`DOCTOR_BUDGET`, on an existing ``state.db`` (doctor creates no database)."""
-    from pathlib import Path
-
-    if not Path(str(store_path)).exists():
+    if not store_path.exists():
         return [f"session store: {store_path} does not exist yet (created by the first chat)"], []
-    store = kernel.session_store  # type: ignore[attr-defined]
-    report = store.compare_indexes(budget=DOCTOR_BUDGET)
+    report = kernel.session_store.compare_indexes(budget=DOCTOR_BUDGET)
     if report.problems:
         return [], [f"session search index: {p}; {FIX}" for p in report.problems]
     if report.complete:
