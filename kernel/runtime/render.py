@@ -51,8 +51,11 @@ def render_inline(text: str) -> str:
 
 
 def _balanced(text: str) -> bool:
-    """Whether cutting prose after ``text`` leaves no inline marker open."""
-    return text.count("`") % 2 == 0 and text.count("**") % 2 == 0 and text.count("[") == text.count(")")
+    """Whether cutting prose after ``text`` leaves no inline marker open (a single ``*``
+    too: an italic span may have spaces inside, ``*two words*``)."""
+    return (text.count("`") % 2 == 0 and text.count("**") % 2 == 0
+            and text.replace("**", "").count("*") % 2 == 0 and text.count("__") % 2 == 0
+            and text.count("[") == text.count(")"))
 
 
 class MarkdownStream:
