@@ -7,8 +7,13 @@ Prints one JSON line per figure:
 * ``{"figure": "rates", "half": …}`` — attacks blocked / benign texts blocked, per half;
 * ``{"figure": "language", …}`` and ``{"figure": "kind", …}`` — the same per language
   and per kind (both halves together, and per half);
+* ``{"figure": "gen", "file": …, "side": …}`` — the same on each corpus writer's file
+  in ``gen/``, split by ``hermes.threat_model.corpus_side`` into the train side (the
+  model learned from it) and the dev side (held back), with ``rules_only`` beside it;
+  ``{"figure": "gen_dev_language", …}`` — the dev sides per language;
 * ``{"figure": "fresh2", …}`` — the same on ``fresh2.jsonl`` (a batch in new phrasings,
-  never tuned on), in total and per language, with ``rules_only`` beside it; and
+  never tuned on), in total and per language, with ``rules_only`` beside it; left out
+  with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
 * ``{"figure": "rules_load_ms"}`` — parsing and compiling threat_rules.yaml once (and
@@ -18,10 +23,11 @@ Prints one JSON line per figure:
   "ignore … previous … instructions" pattern, searched once), and their ratio; inputs
   are the corpus texts one by one, and documents of ~4 KB and ~16 KB (context-file
   sizes) built from benign texts with one attack in the middle;
-* ``{"figure": "model_ms_per_kb", …}`` — the learned model's share of the scan time;
+* ``{"figure": "model_ms_per_kb", …}`` — the learned model's share of the scan time (it
+  scores every text the rules do not block);
 * a last line ``{"figure": "target", …}`` comparing the worst ms/KB with the goal (< 1).
 
-    python benchmarks/scanner.py [--runs 7]
+    python benchmarks/scanner.py [--runs 7] [--no-unseen]
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from hermes.safety import load_rules, normalize_for_scan, scan, scan_for_threats
-from hermes.threat_model import load_model
+from hermes.threat_model import MIN_WORDS, corpus_side, load_model
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scanner"
 TARGET_MS_PER_KB = 1.0
@@ -56,6 +62,18 @@ def emit(**fields: object) -> None:
 def load(half: str) -> list[dict]:
     with open(DATA / f"{half}.jsonl", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def gen_rows() -> dict[tuple[str, str], list[dict]]:
+    """Each gen/*.jsonl's lines by (file, side)."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for path in sorted((DATA / "gen").glob("*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    out[(path.stem, corpus_side(row["text"]))].append(row)
+    return dict(sorted(out.items()))
 
 
 def tally(rows: list[dict], blocked: list[bool]) -> dict:
@@ -89,19 +107,43 @@ def rates() -> None:
                  tune=per_half["tune"], heldout=per_half["heldout"])
 
 
-def fresh() -> None:
-    """fresh2.jsonl (never tuned on) with and without the learned model, and what the
-    model alone added on every corpus."""
+def _verdicts(rows: list[dict]) -> tuple[list[bool], list[bool]]:
+    """Blocked with the learned model, and by the rules alone (an explicit rule set
+    never consults the model)."""
     rules = load_rules()
+    full = [bool(scan_for_threats(r["text"], scope=r["scope"])) for r in rows]
+    only = [scan(r["text"], scope=r["scope"], rules=rules).blocked for r in rows]
+    return full, only
 
-    def verdicts(rows: list[dict]) -> tuple[list[bool], list[bool]]:
-        full = [bool(scan_for_threats(r["text"], scope=r["scope"])) for r in rows]
-        only = [scan(r["text"], scope=r["scope"], rules=rules).blocked for r in rows]  # explicit rules: no model
-        return full, only
 
-    for half in ("tune", "heldout", "fresh2"):
-        rows = load(half)
-        full, only = verdicts(rows)
+def gen() -> None:
+    """Each gen file's train and dev side, and the dev sides per language."""
+    dev: list[tuple[dict, bool, bool]] = []
+    for (name, side), rows in gen_rows().items():
+        full, only = _verdicts(rows)
+        emit(figure="gen", file=name, side=side, **tally(rows, full), rules_only=tally(rows, only))
+        if side == "dev":
+            dev += zip(rows, full, only, strict=True)
+    emit(figure="gen", file="all", side="dev", **tally([r for r, _, _ in dev], [f for _, f, _ in dev]),
+         rules_only=tally([r for r, _, _ in dev], [o for _, _, o in dev]))
+    groups: dict[str, list[tuple[dict, bool, bool]]] = defaultdict(list)
+    for item in dev:
+        groups[item[0]["language"]].append(item)
+    for name in sorted(groups, key=lambda g: (-len(groups[g]), g)):
+        items = groups[name]
+        emit(figure="gen_dev_language", language=name, **tally([r for r, _, _ in items], [f for _, f, _ in items]),
+             rules_only=tally([r for r, _, _ in items], [o for _, _, o in items]))
+
+
+def fresh(unseen: bool = True) -> None:
+    """What the model alone added on every corpus; with ``unseen``, fresh2.jsonl (never
+    tuned on) with and without the learned model."""
+    sets = {half: load(half) for half in ("tune", "heldout")}
+    sets["gen dev"] = [r for (_, side), rows in gen_rows().items() if side == "dev" for r in rows]
+    if unseen:
+        sets["fresh2"] = load("fresh2")
+    for half, rows in sets.items():
+        full, only = _verdicts(rows)
         extra = [(r["label"], f and not o) for r, f, o in zip(rows, full, only, strict=True)]
         emit(figure="model_contribution", half=half,
              attacks_only_model_blocked=sum(e for label, e in extra if label == "attack"),
@@ -173,10 +215,11 @@ def speed(runs: int) -> float:
         emit(figure="scan_ms_per_kb", input=name, texts=len(texts),
              kb=round(sum(len(t.encode()) for t in texts) / 1024, 1), scanner=round(scanner, 4),
              baseline_single_regex=round(baseline, 4), ratio=round(scanner / baseline, 1) if baseline else None)
-        # The model's part: it runs (on normalised, lower-cased text) only when the rules
-        # did not block, so this is its cost on every text, an upper bound.
+        # The model's part: it runs (on normalised, lower-cased text) on every text the
+        # rules did not block, so this is its cost on every text, an upper bound.
         lowered = [normalize_for_scan(t).lower() for t in texts]
-        learned = statistics.median(ms_per_kb(lowered, model.best, 1) for _ in range(runs))
+        learned = statistics.median(ms_per_kb(lowered, lambda t: model.best(t, least_words=MIN_WORDS), 1)
+                                    for _ in range(runs))
         emit(figure="model_ms_per_kb", input=name, model_upper_bound=round(learned, 4))
     return worst
 
@@ -184,12 +227,15 @@ def speed(runs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per input (median reported)")
+    parser.add_argument("--no-unseen", action="store_true",
+                        help="leave out the unseen sets (fresh2): use this while tuning")
     args = parser.parse_args()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     emit(figure="machine", python=platform.python_version(), platform=platform.platform(),
          cpus=os.cpu_count(), load_average=[round(x, 2) for x in load] if load else None)
     rates()
-    fresh()
+    gen()
+    fresh(unseen=not args.no_unseen)
     worst = speed(max(3, args.runs))
     emit(figure="target", worst_ms_per_kb=round(worst, 4), target_ms_per_kb=TARGET_MS_PER_KB,
          ok=worst < TARGET_MS_PER_KB)

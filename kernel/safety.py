@@ -62,7 +62,7 @@ import re
 import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -302,6 +302,13 @@ class RuleSet:
     rules: tuple[ThreatRule, ...]
     threshold: float = 1.0
     kinds: dict[str, str] = field(default_factory=dict)
+    #: Quoted examples (the rules file's ``quoted`` section): a match of one of these
+    #: kinds that stands inside quotation marks, in a text that talks *about* attacks
+    #: (``meta``: "prompt injection", "attacker", "for example" …), counts only
+    #: ``weight`` — security training material quotes attacks without making them.
+    quoted_kinds: frozenset[str] = frozenset()
+    quoted_weight: float = 1.0
+    quoted_meta: re.Pattern[str] | None = None
 
     @cached_property
     def by_scope(self) -> dict[str, tuple[ThreatRule, ...]]:
@@ -459,7 +466,13 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
         except re.error as exc:
             raise RuleError(f"{where}: bad regular expression: {exc}") from None
         rules.append(rule)
-    return RuleSet(tuple(rules), float(data.get("threshold", 1.0)), kinds)
+    quoted = data.get("quoted") or {}
+    try:
+        meta = re.compile(_expand(str(quoted["meta"]), defs, f"{source}: quoted"), re.IGNORECASE) if quoted.get("meta") else None
+    except re.error as exc:
+        raise RuleError(f"{source}: quoted.meta: bad regular expression: {exc}") from None
+    return RuleSet(tuple(rules), float(data.get("threshold", 1.0)), kinds,
+                   frozenset(str(k) for k in quoted.get("kinds") or ()), float(quoted.get("weight", 1.0)), meta)
 
 
 @lru_cache(maxsize=4)
@@ -881,7 +894,13 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     def ordered(matches: Iterable[tuple[ThreatRule, tuple[int, int], str]]) -> list[tuple[ThreatRule, tuple[int, int], str]]:
         return sorted(matches, key=lambda m: (-m[0].weight, ruleset.order[m[0].id]))
 
+    about_attacks: bool | None = None  # whether the text talks about attacks (asked once)
     for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized)):
+        if rule.kind in ruleset.quoted_kinds and _quoted(normalized, span):
+            if about_attacks is None:
+                about_attacks = ruleset.quoted_meta is not None and ruleset.quoted_meta.search(normalized) is not None
+            if about_attacks:
+                rule = replace(rule, weight=min(rule.weight, ruleset.quoted_weight))
         keep(rule, span, excerpt, "text", "text", raw_span(span))
     lower = normalized.lower()
     for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
@@ -896,17 +915,18 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                 where = raw_span(run_span) if run_span else None
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
-    if 0 < score < ruleset.threshold and rules is None:
-        # A rule raised a suspicion but not enough to block: ask the learned model (trained
-        # beside the packaged rules, so only with them), which knows attack vocabulary rather
-        # than exact forms. It never decides alone: ungated, it blocked ordinary chat ("Can
-        # you help me plan my week?") and notes ("keep this entry"), since its attack side
-        # is full of "you"/"me" and its benign side has little conversation.
-        from .threat_model import load_model  # the model file is read on first use only
+    if score < ruleset.threshold and rules is None:
+        # The rules did not block: ask the learned model (trained beside the packaged
+        # rules, so only with them), which knows attack vocabulary rather than exact forms.
+        # It blocks alone above its ``threshold``, and above the lower ``hint_threshold``
+        # when a rule raised a weak hint too. Both were chosen on out-of-fold scores of its
+        # training texts, ordinary chat and doc paragraphs among them (an earlier model
+        # trained without those blocked "Can you help me plan my week?").
+        from .threat_model import MIN_WORDS, load_model  # the model file is read on first use only
 
         model = load_model()
-        p, (start, end) = model.best(lower)
-        if p >= model.threshold:
+        p, (start, end) = model.best(lower, least_words=MIN_WORDS)
+        if p >= model.threshold or (score > 0 and p >= model.hint_threshold):
             piece = " ".join(normalized[start:end].split())
             evidence = ", ".join(model.evidence(lower[start:end]))
             findings.append(Threat(
@@ -918,6 +938,29 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                                kind="oversized"))
         score += 1.0
     return ScanReport(tuple(findings), score, ruleset.threshold)
+
+
+# Quotation marks: (opening, closing). The ASCII apostrophe is left out: "don't" is
+# not a quotation.
+_QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
+           ("‘", "’"), ("‹", "›"), ("»", "«"))
+
+
+def _quoted(text: str, span: tuple[int, int]) -> bool:
+    """Whether ``span`` of ``text`` stands inside quotation marks on its line (looking at
+    most 200 characters either way)."""
+    start, end = span
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    left = text[max(line_start, start - 200):start]
+    right = text[end:min(len(text) if line_end < 0 else line_end, end + 200)]
+    for opening, closing in _QUOTES:
+        if opening == closing:
+            if left.count(opening) % 2 == 1 and closing in right:
+                return True
+        elif (at := left.rfind(opening)) >= 0 and at > left.rfind(closing) and closing in right:
+            return True
+    return False
 
 
 #: Weak hints add up only when they are this close (characters): two harmless phrases

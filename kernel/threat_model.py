@@ -21,6 +21,7 @@ diluted by the README (a sentence run into its neighbours' lines still can be).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -34,6 +35,10 @@ CHUNK = 320
 #: The feature sum is divided by sqrt(max(count, MIN_FEATURES)): a piece of two or three
 #: words ("👩‍💻 and 🏳️‍🌈") says too little to be judged on a single weight.
 MIN_FEATURES = 12
+#: The model judges only pieces of at least this many words: in "keep this entry" or
+#: "Henceforth, be brief." a single heavy word ("this", common in attacks addressing
+#: "this file") would decide.
+MIN_WORDS = 5
 
 _WORD_RE = re.compile(r"\w+")
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？\n]+|$)")
@@ -41,8 +46,9 @@ _SENTENCE_RE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？\n]+|$)")
 _UNSPACED_RE = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 
 
-def features(lower: str) -> list[str]:
-    """The feature names of one piece of normalised, lower-cased text (with repeats)."""
+def features(lower: str, lexicon: Lexicon | None = None) -> list[str]:
+    """The feature names of one piece of normalised, lower-cased text (with repeats);
+    with a ``lexicon``, its concept features too (:meth:`Lexicon.features`)."""
     words = _WORD_RE.findall(lower)
     out: list[str] = []
     append = out.append
@@ -59,7 +65,84 @@ def features(lower: str) -> list[str]:
             out.extend(w[i:i + 2] for i in range(len(w) - 1))
             out.extend(w[i:i + 3] for i in range(len(w) - 2))
         prev, prev_p = w, p
+    if lexicon is not None:
+        out.extend(lexicon.features(lower, words))
     return out
+
+
+# A lexicon entry of Latin, Greek or Cyrillic letters only (stems and two-word phrases);
+# anything else is looked for as a substring.
+_ALPHABETIC_RE = re.compile(r"[^\W\d_]+")
+#: Stems shorter than this match whole words only ("ai", "log"); longer ones are cut to
+#: :data:`_STEM_MAX` letters, so a lookup tries at most a handful of prefix lengths.
+_STEM_MIN, _STEM_MAX = 4, 10
+
+
+class Lexicon:
+    """Concept words (``threat_concepts.yaml``, embedded in the model file): which
+    concepts a piece of text mentions, in any language the lexicon lists."""
+
+    def __init__(self, concepts: dict[str, list[str]]) -> None:
+        self.concepts = concepts
+        stems: dict[str, set[str]] = {}
+        words: dict[str, set[str]] = {}
+        phrases: dict[str, set[str]] = {}
+        subs: dict[str, list[tuple[str, str]]] = {}
+        for name, entries in concepts.items():
+            for entry in entries:
+                parts = entry.split()
+                if parts and all(_ALPHABETIC_RE.fullmatch(x) and max(x) < "\u0590" for x in parts) and len(parts) <= 2:
+                    if len(parts) == 2:
+                        phrases.setdefault(parts[0][:5] + " " + parts[1][:5], set()).add(name)
+                    elif len(entry) < _STEM_MIN:
+                        words.setdefault(entry, set()).add(name)
+                    else:
+                        stems.setdefault(entry[:_STEM_MAX], set()).add(name)
+                elif entry.strip():
+                    needle = " ".join(parts) if parts else entry
+                    subs.setdefault(needle[0], []).append((needle, name))
+        self._stems = {k: frozenset(v) for k, v in stems.items()}
+        self._heads = frozenset(k[:_STEM_MIN] for k in stems)
+        self._lengths = tuple(sorted({len(k) for k in stems}))
+        self._words = {k: frozenset(v) for k, v in words.items()}
+        self._phrases = {k: frozenset(v) for k, v in phrases.items()}
+        self._subs = {k: tuple(v) for k, v in subs.items()}
+        self._firsts = frozenset(subs)
+
+    def found(self, lower: str, words: list[str] | None = None) -> set[str]:
+        """The concepts ``lower`` (one piece; ``words`` are its ``\\w+`` words) mentions."""
+        if words is None:
+            words = _WORD_RE.findall(lower)
+        hit: set[str] = set()
+        stems, heads, lengths, exact, phrases = self._stems, self._heads, self._lengths, self._words, self._phrases
+        prev = ""
+        for w in words:
+            if w in exact:
+                hit |= exact[w]
+            if len(w) >= _STEM_MIN and w[:_STEM_MIN] in heads:
+                for k in lengths:
+                    if k > len(w):
+                        break
+                    c = stems.get(w[:k])
+                    if c:
+                        hit |= c
+            p = w[:5]
+            if prev and (c := phrases.get(prev + " " + p)):
+                hit |= c
+            prev = p
+        for ch in self._firsts.intersection(lower):
+            for needle, name in self._subs[ch]:
+                if name not in hit and needle in lower:
+                    hit.add(name)
+        return hit
+
+    def features(self, lower: str, words: list[str] | None = None) -> list[str]:
+        """One feature per concept found (``@void``) and per pair found together
+        (``@instr+@void``): what the model learns about a pair holds in every language."""
+        names = sorted(self.found(lower, words))
+        out = ["@" + n for n in names]
+        out += [f"@{a}+@{b}" for i, a in enumerate(names) for b in names[i + 1:]]
+        return out
 
 
 def chunks(lower: str) -> list[tuple[int, int]]:
@@ -86,24 +169,47 @@ def chunks(lower: str) -> list[tuple[int, int]]:
     return out
 
 
-class ThreatModel:
-    """Weights by feature name, a bias and the blocking threshold (a probability)."""
+def corpus_side(text: str) -> str:
+    """``"train"`` or ``"dev"``: the half of the scanner corpus (tests/data/scanner/gen/)
+    a text belongs to. Fixed by a hash of the text alone, so a line appended to a file
+    later never moves an earlier one, and each label and language is split about evenly.
+    The training script reads only the train side; benchmarks and tests report dev."""
+    digest = hashlib.sha256(b"hermes-scanner-split-1\0" + text.encode("utf-8")).digest()
+    return "train" if digest[0] % 2 == 0 else "dev"
 
-    def __init__(self, weights: dict[str, float], bias: float, threshold: float, source: str = "") -> None:
+
+def _substantial(piece: str, least_words: int) -> bool:
+    words = len(piece.split())
+    return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
+
+
+class ThreatModel:
+    """Weights by feature name, a bias and two thresholds (probabilities): ``threshold``
+    blocks on the model's word alone; ``hint_threshold`` (not above it) blocks when a
+    rule raised a weak hint as well."""
+
+    def __init__(self, weights: dict[str, float], bias: float, threshold: float, source: str = "",
+                 hint_threshold: float | None = None, lexicon: Lexicon | None = None) -> None:
         self.weights, self.bias, self.threshold, self.source = weights, bias, threshold, source
+        self.lexicon = lexicon
+        self.hint_threshold = threshold if hint_threshold is None else min(hint_threshold, threshold)
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
-        distinct = set(features(lower))
+        distinct = set(features(lower, self.lexicon))
         get = self.weights.get
         z = self.bias + sum(get(f, 0.0) for f in distinct) / math.sqrt(max(len(distinct), MIN_FEATURES))
         return 1 / (1 + math.exp(-z))
 
-    def best(self, lower: str) -> tuple[float, tuple[int, int]]:
-        """The highest-scoring piece of ``lower``: its probability and span."""
+    def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
+        """The highest-scoring piece of ``lower``: its probability and span. With
+        ``least_words``, only pieces of at least that many words count (a piece of
+        unspaced script, three characters a word)."""
         best, where = 0.0, (0, 0)
         score = self.score
         for start, end in chunks(lower):
+            if least_words and not _substantial(lower[start:end], least_words):
+                continue
             p = score(lower[start:end])
             if p > best:
                 best, where = p, (start, end)
@@ -112,7 +218,7 @@ class ThreatModel:
     def evidence(self, piece: str, top: int = 4) -> list[str]:
         """The features of ``piece`` that pushed hardest towards "attack"."""
         get = self.weights.get
-        ranked = sorted(set(features(piece)), key=lambda f: -get(f, 0.0))
+        ranked = sorted(set(features(piece, self.lexicon)), key=lambda f: -get(f, 0.0))
         return [f for f in ranked[:top] if get(f, 0.0) > 0]
 
 
@@ -125,7 +231,10 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         data = json.loads(source.read_text(encoding="utf-8"))
         scale = float(data["scale"])
         weights = {f: q * scale for f, q in data["weights"].items()}
-        return ThreatModel(weights, float(data["bias"]), float(data["threshold"]), str(source))
+        hint = data.get("hint_threshold")
+        concepts = data.get("concepts")
+        return ThreatModel(weights, float(data["bias"]), float(data["threshold"]), str(source),
+                           None if hint is None else float(hint), Lexicon(concepts) if concepts else None)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None

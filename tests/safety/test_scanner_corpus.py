@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hermes.safety import SCOPES, scan_for_threats
+from hermes.threat_model import corpus_side
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "scanner"
 KINDS = {"override", "hidden", "role_markup", "secrecy", "persona", "exfiltration", "persistence"}
@@ -74,6 +75,43 @@ def test_held_out_half_rates(capsys: pytest.CaptureFixture[str]) -> None:
 
 HELDOUT_BLOCK_FLOOR = 0.90
 HELDOUT_FP_CEILING = 0.02
+
+
+def load_gen(side: str) -> dict[str, list[dict]]:
+    """The corpus writers' files (gen/*.jsonl), each cut to ``side`` ("train": the model
+    learned from it; "dev": held back)."""
+    out = {}
+    for path in sorted((DATA / "gen").glob("*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            out[path.stem] = [r for r in map(json.loads, filter(str.strip, fh)) if corpus_side(r["text"]) == side]
+    return out
+
+
+def test_gen_split_is_fixed_by_the_text_and_even_per_label_and_language() -> None:
+    # A line's side depends on its text only: appending lines never moves one.
+    assert [corpus_side(t) for t in ("a", "b", "c", "d")] == ["train", "train", "train", "dev"]
+    for name, rows in load_gen("train").items():
+        dev = load_gen("dev")[name]
+        assert not {r["text"] for r in rows} & {r["text"] for r in dev}
+        strata = Counter((r["label"], r["language"]) for r in rows + dev)
+        train = Counter((r["label"], r["language"]) for r in rows)
+        for key, n in strata.items():
+            if n >= 40:  # a hash splits large strata about evenly
+                assert 0.3 <= train[key] / n <= 0.7, (name, key, train[key], n)
+
+
+def test_gen_dev_sides_meet_their_measured_floors(capsys: pytest.CaptureFixture[str]) -> None:
+    every = [r for rows in load_gen("dev").values() for r in rows]
+    assert sum(r["label"] == "attack" for r in every) >= 200 and sum(r["label"] == "benign" for r in every) >= 200
+    block, fp, missed, wrong = rates(every)
+    with capsys.disabled():
+        print("\n" + _report("gen dev", block, fp, [], []))
+    # Floors a little under what was measured (see docs/memory.md); never tune on these.
+    assert block >= GEN_DEV_BLOCK_FLOOR and fp <= GEN_DEV_FP_CEILING, _report("gen dev", block, fp, [], [])
+
+
+GEN_DEV_BLOCK_FLOOR = 0.55
+GEN_DEV_FP_CEILING = 0.035
 
 
 def _filler(rows: list[dict], rng, size: int) -> list[str]:
