@@ -341,33 +341,67 @@ class HomeEnviron(MutableMapping[str, str]):
     :attr:`hermes.Kernel.env`), so plugin code gets this mapping as ``os.environ``
     instead: the ``.env`` values reach the plugin, but no other code in the process, and
     no child process started without an explicit ``env=``. The process environment
-    wins, as for the kernel. Writes and deletes go to the process environment, as they
-    would upstream (a deleted ``.env`` key is hidden from then on)."""
+    wins over ``.env``, as for the kernel.
 
-    def __init__(self, dotenv: Mapping[str, str]):
-        self._dotenv = dict(dotenv)
+    Writes and deletes stay in this view (shared by the home's plugins): the plugin
+    reads back what it set and hands it on with ``env=os.environ.copy()``, but the
+    process environment is never written, so one home's plugin cannot change what
+    another home, the kernel or an unrelated child process sees. A library that reads
+    the process environment itself does not see such a write."""
+
+    def __init__(self, dotenv_path: Path):
+        self._path = dotenv_path
+        self._stamp: tuple[int, int] | None = None
+        self._values: dict[str, str] = {}
+        self._set: dict[str, str] = {}
         self._hidden: set[str] = set()
 
+    @property
+    def _dotenv(self) -> Mapping[str, str]:
+        """The ``.env`` values, read again when the file changed (a stat per access: the
+        plugins of one process see an edit as a kernel started after it does)."""
+        from .config import read_dotenv
+        from .errors import ConfigError
+
+        try:
+            st = self._path.stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            try:
+                self._values = read_dotenv(self._path) if stamp else {}
+            except ConfigError:  # the kernel reports an unreadable .env itself, naming it
+                self._values = {}
+            self._stamp = stamp
+        return self._values
+
     def __getitem__(self, key: str) -> str:
-        if key in os.environ:
-            return os.environ[key]
-        if key in self._dotenv and key not in self._hidden:
-            return self._dotenv[key]
+        if key in self._hidden:
+            raise KeyError(key)
+        for layer in (self._set, os.environ, self._dotenv):
+            if key in layer:
+                return layer[key]
         raise KeyError(key)
 
     def __setitem__(self, key: str, value: str) -> None:
-        os.environ[key] = value
+        if not isinstance(key, str) or not isinstance(value, str):  # as os.environ refuses
+            raise TypeError(f"str expected, not {type(value if isinstance(key, str) else key).__name__}")
+        self._set[key] = value
         self._hidden.discard(key)
 
     def __delitem__(self, key: str) -> None:
         if key not in self:
             raise KeyError(key)
-        os.environ.pop(key, None)
+        self._set.pop(key, None)
         self._hidden.add(key)
 
     def __iter__(self) -> Iterator[str]:
-        yield from list(os.environ)
-        yield from [k for k in self._dotenv if k not in os.environ and k not in self._hidden]
+        seen = set(self._hidden)
+        for key in [*self._set, *os.environ, *self._dotenv]:
+            if key not in seen:
+                seen.add(key)
+                yield key
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -386,14 +420,7 @@ class _EnvironOs(ModuleType):
 
 
 def _os_module(home: Path) -> ModuleType:
-    from .config import read_dotenv
-    from .errors import ConfigError
-
-    try:
-        dotenv = read_dotenv(home / ".env")
-    except ConfigError:  # the kernel reports an unreadable .env itself, naming the file
-        dotenv = {}
-    environ = HomeEnviron(dotenv)
+    environ = HomeEnviron(home / ".env")
     module = _EnvironOs("os", "The os module with $HERMES_HOME/.env under os.environ (hermes.hermes_shims).")
 
     def getenv(key: str, default: str | None = None) -> str | None:

@@ -50,6 +50,12 @@ class EnvProbe(MemoryProvider):
                 "item": os.environ["T_PROBE_KEY"], "copy": os.environ.copy().get("T_PROBE_KEY"),
                 "listed": "T_PROBE_KEY" in list(os.environ), "process_wins": os.environ.get("T_PROBE_BOTH"),
                 "path": os.path.join("a", "b"), "child": child, "own_child": own_child}
+
+    def write(self):
+        os.environ["T_PROBE_WRITTEN"] = "by-plugin"
+        os.environ.setdefault("T_PROBE_KEY", "not-used")
+        del os.environ["T_PROBE_BOTH"]
+        return (os.environ.get("T_PROBE_WRITTEN"), os.environ["T_PROBE_KEY"], "T_PROBE_BOTH" in os.environ)
 '''
 
 
@@ -81,6 +87,25 @@ def test_plugin_code_sees_its_homes_dotenv_and_nothing_else_does(home: Path) -> 
                     "child": "-",  # a child started without env= inherits the process environment only
                     "own_child": "from-dotenv"}  # the plugin handing its environment on is its choice
     assert "T_PROBE_KEY" not in os.environ  # never written into the process
+
+
+def test_a_plugins_writes_stay_in_its_homes_view(home: Path) -> None:
+    with hermes.Kernel(home=home, load_plugins=["envprobe"], check_selection=False) as kernel:
+        provider = kernel.create("memory-provider", "envprobe")
+        assert provider.write() == ("by-plugin", "from-dotenv", False)
+        assert provider.probe()["own_child"] == "from-dotenv"
+    # the process environment is untouched: no other kernel, home or child sees the writes
+    assert "T_PROBE_WRITTEN" not in os.environ and os.environ["T_PROBE_BOTH"] == "from-process"
+
+
+def test_an_edited_dotenv_is_seen_by_the_next_kernel(home: Path) -> None:
+    with hermes.Kernel(home=home, load_plugins=["envprobe"], check_selection=False) as kernel:
+        assert kernel.create("memory-provider", "envprobe").is_available()
+    (home / ".env").write_text("# the key was removed\n")
+    with hermes.Kernel(home=home, load_plugins=["envprobe"], check_selection=False) as kernel:
+        provider = kernel.create("memory-provider", "envprobe")
+        assert not provider.is_available()
+        assert provider.unavailable_reason() == "set T_PROBE_KEY, T_PROBE_MISSING"
 
 
 def test_another_homes_plugin_does_not_see_this_dotenv(home: Path, tmp_path: Path) -> None:
