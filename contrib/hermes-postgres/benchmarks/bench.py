@@ -16,6 +16,7 @@ import argparse
 import itertools
 import json
 import multiprocessing
+import os
 import random
 import sys
 import tempfile
@@ -78,14 +79,25 @@ def queries(seed: int = 5) -> dict[str, list[str]]:
     }
 
 
-def open_store(kind: str, target: str, user: str = "bench") -> Any:
+#: Durability classes compared like with like: "crash" survives a process crash (SQLite
+#: synchronous=normal; PostgreSQL synchronous_commit=off survives a client crash and a
+#: server crash may lose its last ~0.6 s of commits, never corrupting); "commit" is durable
+#: at commit, power loss included (SQLite synchronous=full; PostgreSQL synchronous_commit=on).
+DURABILITY = {
+    "crash": {"sqlite": {"synchronous": "normal"}, "postgres": {"synchronous_commit": "off"}},
+    "commit": {"sqlite": {"synchronous": "full"}, "postgres": {"synchronous_commit": "on"}},
+}
+WRITERS_SCHEMA = "bench_writers"
+
+
+def open_store(kind: str, target: str, user: str = "bench", schema: str = "hermes", **options: Any) -> Any:
     if kind == "sqlite":
         from hermes.plugins.sessions.store import SQLiteSessionStore
 
-        return SQLiteSessionStore(target)
+        return SQLiteSessionStore(target, **options)
     from hermes_postgres.store import PostgresSessionStore
 
-    return PostgresSessionStore(target, user=user, pool_max=2)
+    return PostgresSessionStore(target, user=user, pool_max=2, schema=schema, **options)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -97,8 +109,8 @@ def emit(**row: Any) -> None:
     print(json.dumps(row), flush=True)
 
 
-def bench_append(kind: str, target: str, n: int) -> None:
-    store = open_store(kind, target, user="bench-append")
+def bench_append(kind: str, target: str, n: int, durability: str = "crash") -> None:
+    store = open_store(kind, target, user=f"bench-append-{durability}", **DURABILITY[durability][kind])
     sid = store.create_session("append")
     times = []
     started = time.perf_counter()
@@ -108,12 +120,14 @@ def bench_append(kind: str, target: str, n: int) -> None:
         times.append(time.perf_counter() - t)
     total = time.perf_counter() - started
     store.close()
-    emit(bench="append-one-per-transaction", store=kind, messages=n, per_second=round(n / total),
+    emit(bench="append-one-per-transaction", store=kind, durability=durability, messages=n,
+         per_second=round(n / total),
          p50_ms=round(pct(times, 0.5), 2), p95_ms=round(pct(times, 0.95), 2))
 
 
-def bench_import(kind: str, target: str, sessions: list[tuple[str, list[dict[str, Any]]]], size: int) -> None:
-    store = open_store(kind, target)
+def bench_import(kind: str, target: str, sessions: list[tuple[str, list[dict[str, Any]]]], size: int,
+                 schema: str = "hermes") -> None:
+    store = open_store(kind, target, schema=schema)
     started = time.perf_counter()
     n = 0
     for start in range(0, len(sessions), 40):  # ~2,000 messages per batch, like the importer
@@ -127,7 +141,7 @@ def bench_import(kind: str, target: str, sessions: list[tuple[str, list[dict[str
         import psycopg
 
         with psycopg.connect(target, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE hermes.messages")
+            conn.execute(f"VACUUM ANALYZE {schema}.messages")
     if kind == "sqlite":
         store.optimize()
     store.close()
@@ -135,8 +149,8 @@ def bench_import(kind: str, target: str, sessions: list[tuple[str, list[dict[str
          per_second=round(n / total))
 
 
-def bench_search(kind: str, target: str, size: int) -> None:
-    store = open_store(kind, target)
+def bench_search(kind: str, target: str, size: int, schema: str = "hermes") -> None:
+    store = open_store(kind, target, schema=schema)
     for name, qs in queries().items():
         store.search_messages(qs[0])  # warm
         times, hits, modes = [], 0, set()
@@ -151,41 +165,107 @@ def bench_search(kind: str, target: str, size: int) -> None:
     store.close()
 
 
-def _writer(kind: str, target: str, proc: int, n: int, start_at: float, out: Any) -> None:
-    store = open_store(kind, target, user="bench-writers")
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process on this machine (None: not readable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _backend_pid(store: Any) -> int | None:
+    pool = getattr(store, "_pool", None)
+    if pool is None:
+        return None
+    with pool.connection() as conn:
+        return int(conn.execute("SELECT pg_backend_pid() AS p").fetchone()["p"])
+
+
+def _writer(kind: str, target: str, proc: int, n: int, start_at: float, out: Any, options: dict) -> None:
+    store = open_store(kind, target, user="bench-writers", schema=WRITERS_SCHEMA, **options)
     sid = store.create_session(f"writer-{proc}-{random.random()}")
+    backend = _backend_pid(store)  # pool_max=2, but one thread appending uses one connection
     while time.time() < start_at:
         time.sleep(0.001)
-    t = time.perf_counter()
+    server0 = _cpu_seconds(backend) if backend else None
+    cpu0, t = time.process_time(), time.perf_counter()
     for i in range(n):
         store.append_message(sid, "user", f"writer {proc} message {i} staging cluster restart")
-    out.put((proc, time.perf_counter() - t))
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu0
+    server1 = _cpu_seconds(backend) if backend else None
+    out.put((proc, wall, cpu, None if server0 is None or server1 is None else server1 - server0))
     store.close()
 
 
-def bench_writers(kind: str, target: str, writers: int, n: int) -> None:
+def _server_helpers(dsn: str) -> list[int]:
+    """The PostgreSQL server's own processes (WAL writer, checkpointer …), whose CPU an
+    append also costs; empty when the server is not on this machine."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE backend_type <> 'client backend'").fetchall()
+    return [int(r[0]) for r in rows if _cpu_seconds(int(r[0])) is not None]
+
+
+def _fresh_writers_target(kind: str, dsn: str, tmp: Path, options: dict) -> str:
+    if kind == "sqlite":
+        path = tmp / f"writers-{time.monotonic_ns()}.db"
+        return str(path)
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {WRITERS_SCHEMA} CASCADE")
+    open_store(kind, dsn, user="bench-writers", schema=WRITERS_SCHEMA, **options).close()  # migrate once
+    return dsn
+
+
+def bench_writers(kind: str, target: str, writers: int, n: int, durability: str = "crash") -> None:
+    """``writers`` processes each appending ``n`` messages, one per transaction, to its own
+    session, all starting together; total rate, and CPU per append in the clients and
+    (PostgreSQL on this machine) in the server."""
+    options = DURABILITY[durability][kind]
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    start_at = time.time() + 3.0  # every writer opens its store first, then all start together
-    procs = [ctx.Process(target=_writer, args=(kind, target, p, n, start_at, out)) for p in range(writers)]
+    helpers = _server_helpers(target) if kind == "postgres" else []
+    helpers_before = sum(_cpu_seconds(p) or 0.0 for p in helpers)
+    start_at = time.time() + 3.0 + 0.2 * writers  # every writer opens its store first, then all start together
+    procs = [ctx.Process(target=_writer, args=(kind, target, p, n, start_at, out, options))
+             for p in range(writers)]
     for p in procs:
         p.start()
     results = [out.get(timeout=900) for _ in procs]
     for p in procs:
         p.join()
+    helpers_cpu = sum(_cpu_seconds(p) or 0.0 for p in helpers) - helpers_before
     wall = max(r[1] for r in results)
-    emit(bench="concurrent-writers", store=kind, writers=writers, messages=writers * n,
-         per_second=round(writers * n / wall), slowest_writer_s=round(wall, 2))
+    total = writers * n
+    backends = [r[3] for r in results]
+    server_us = None if kind != "postgres" or None in backends else \
+        round((sum(backends) + helpers_cpu) / total * 1e6)
+    emit(bench="concurrent-writers", store=kind, durability=durability, setting=options, writers=writers,
+         messages=total, per_second=round(total / wall), slowest_writer_s=round(wall, 2),
+         client_cpu_us_per_append=round(sum(r[2] for r in results) / total * 1e6),
+         server_cpu_us_per_append=server_us)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000", help="comma-separated corpus sizes (messages)")
-    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--writers", default="16", help="comma-separated writer process counts (1,2,4,8,16)")
+    parser.add_argument("--durability", default="crash,commit",
+                        help="writers: crash (SQLite synchronous=normal beside PostgreSQL synchronous_commit=off), "
+                        "commit (full beside on), or both")
     parser.add_argument("--writer-messages", type=int, default=300)
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--dsn", help="an existing server (its schema 'hermes' is written to)")
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--keep", help="a directory keeping each size's corpus between runs (SQLite: "
+                        "corpus-SIZE.db there; PostgreSQL: schema bench_SIZE of --dsn); a corpus already "
+                        "there is searched again, not imported again")
     args = parser.parse_args()
     cluster = None
     dsn = args.dsn
@@ -201,13 +281,34 @@ def main() -> None:
 
         emit(bench="machine", python=sys.version.split()[0], cpus=multiprocessing.cpu_count(),
              platform=platform.platform(), note="shared machine: compare stores within this run only")
-        for kind in stores if args.appends else ():
-            bench_append(kind, dsn if kind == "postgres" else str(tmp / "append.db"), args.appends)
-        for kind in stores if args.writers else ():
-            bench_writers(kind, dsn if kind == "postgres" else str(tmp / "writers.db"), args.writers,
-                          args.writer_messages)
+        for durability in (d for d in args.durability.split(",") if d) if args.appends else ():
+            for kind in stores:
+                bench_append(kind, dsn if kind == "postgres" else str(tmp / f"append-{durability}.db"),
+                             args.appends, durability)
+        if "postgres" in stores:
+            import psycopg
+
+            with psycopg.connect(dsn, autocommit=True) as conn:  # what "commit" means on this server
+                emit(bench="server", **{k: conn.execute(f"SHOW {k}").fetchone()[0]
+                                        for k in ("server_version", "fsync", "synchronous_commit", "wal_sync_method")})
+        for writers in (int(w) for w in args.writers.split(",") if w.strip() and int(w) > 0):
+            for durability in (d for d in args.durability.split(",") if d):
+                for kind in stores:
+                    target = _fresh_writers_target(kind, dsn, tmp, DURABILITY[durability][kind])
+                    bench_writers(kind, target, writers, args.writer_messages, durability)
         previous = 0
         for size in sorted(int(s) for s in args.sizes.split(",") if s):
+            if args.keep:  # each size in a database of its own, imported once
+                for kind in stores:
+                    target = dsn if kind == "postgres" else str(Path(args.keep) / f"corpus-{size}.db")
+                    schema = f"bench_{size}" if kind == "postgres" else "hermes"
+                    store = open_store(kind, target, schema=schema)
+                    have = store.count_messages()
+                    store.close()
+                    if have < size:
+                        bench_import(kind, target, corpus(size)[have // 50:], size, schema=schema)
+                    bench_search(kind, target, size, schema=schema)
+                continue
             sessions = corpus(size)
             new = sessions[previous // 50:]  # sizes grow: import only the difference
             for kind in stores:

@@ -24,12 +24,17 @@ and keep the previous message's text when it has CJK (``prev_cjk``) for the bigr
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 import hermes
 
-SCHEMA_VERSION = 1
+from .search import PREV_CHARS
+
+log = logging.getLogger("hermes.postgres")
+
+SCHEMA_VERSION = 2
 #: The advisory lock key that serializes migrations (any constant unlikely elsewhere).
 MIGRATION_LOCK = 0x48_45_52_4D  # "HERM"
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -139,6 +144,80 @@ CREATE TABLE meta ({_TENANT_COLUMNS}
 {_rls("meta")}
 """
 
+#: A message's context words (weight D): the previous message's text when that is a user
+#: or assistant turn (its first PREV_CHARS characters) and the message's date, as
+#: :func:`hermes_postgres.search.day_words` writes it. ``x`` is the message.
+_PREV_TEXT = (f"(SELECT CASE WHEN q.role IN ('user', 'assistant') THEN left(q.content, {PREV_CHARS}) END "
+              "FROM messages q "
+              "WHERE q.hermes_user = x.hermes_user AND q.hermes_profile = x.hermes_profile "
+              "AND q.session_id = x.session_id AND q.id < x.id ORDER BY q.id DESC LIMIT 1)")
+_DAY = ("CASE WHEN x.timestamp BETWEEN -1e11 AND 9e12 THEN "  # to_timestamp's range (Python's is wider)
+        "to_char(to_timestamp(x.timestamp) AT TIME ZONE 'UTC', 'FMDay FMDD FMMonth YYYY') ELSE '' END")
+
+
+def rebuild_sql(where: str) -> str:
+    """An UPDATE that computes the search columns (``tsv``, ``cjk``, ``prev_cjk``) of the
+    messages ``x`` matching ``where`` again, from their text alone — what the store
+    writes on insert, done by the server (for migrations and ``hermes sessions reindex``)."""
+    own = "(coalesce(x.content, '') || ' ' || coalesce(x.tool_name, '') || ' ' || coalesce(x.tool_text, ''))"
+    return (
+        "UPDATE messages m SET cjk = r.cjk, prev_cjk = CASE WHEN r.cjk AND hermes_has_cjk(r.prev) THEN r.prev END, "
+        "tsv = setweight(to_tsvector('hermes_words', hermes_words(r.own)), 'A') || "
+        "setweight(to_tsvector('hermes_words', hermes_words(coalesce(r.prev, '') || ' ' || r.day)), 'D') "
+        f"FROM (SELECT x.id, {own} AS own, {_PREV_TEXT} AS prev, {_DAY} AS day, "
+        "coalesce(hermes_has_cjk(x.content) OR hermes_has_cjk(x.tool_text), false) AS cjk "
+        f"FROM messages x WHERE {where}) r WHERE m.id = r.id")
+
+
+#: v2: CJK runs enter the words index as their character bigrams (``hermes_words``), so
+#: CJK terms of two or more characters and the bigram stage use the GIN index of ``tsv``
+#: like words do; the pg_trgm index (which could not serve two-character words, and
+#: ranked every match of a common one) goes. Every message's ``tsv`` is computed again:
+#: row-level security is lifted for the owner inside this transaction (ALTER TABLE locks
+#: the table until commit) so every user's rows are rebuilt, then FORCEd again.
+V2 = f"""
+CREATE FUNCTION hermes_cjk_grams(run text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN length(run) < 2 THEN run ELSE
+        (SELECT string_agg(substr(run, i, 2), ' ' ORDER BY i) FROM generate_series(1, length(run) - 1) AS i) END
+$$;
+CREATE OR REPLACE FUNCTION hermes_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(string_agg(CASE WHEN w ~ '^{CJK_CLASS}' THEN hermes_cjk_grams(w) ELSE w END, ' ' ORDER BY n), '')
+    FROM regexp_split_to_table(regexp_replace(regexp_replace(left(t, 200000), '({CJK_CLASS}+)', ' \\1 ', 'g'),
+                                              '[^[:alnum:]]+', ' ', 'g'), ' ') WITH ORDINALITY AS x(w, n)
+    WHERE w <> ''
+$$;
+SET LOCAL maintenance_work_mem = '256MB';
+DROP INDEX messages_cjk_trgm;
+DROP INDEX messages_tsv;
+ALTER TABLE messages NO FORCE ROW LEVEL SECURITY;
+{rebuild_sql("true")};
+ALTER TABLE messages FORCE ROW LEVEL SECURITY;
+CREATE INDEX messages_tsv ON messages USING gin (tsv);
+-- The planner's statistics of tsv hold the 10,000 most common lexemes (not 1,000): its
+-- estimates of prefix terms and mid-frequency words then decide well between the GIN
+-- index and walking the newest messages (hermes_postgres.store: _estimate).
+ALTER TABLE messages ALTER COLUMN tsv SET STATISTICS 1000;
+ANALYZE messages;
+"""
+
+def rebuild_indexes(conn: Any) -> None:
+    """Rebuild the words index (``REINDEX … CONCURRENTLY``: writers go on) and refresh the
+    planner's statistics, on an autocommit connection. A copy an interrupted run left
+    behind (invalid, ``…_ccnew``) is dropped first. Needs the tables' owner; another role
+    skips it with a log line (the rows themselves are already rebuilt)."""
+    import psycopg
+
+    try:
+        for row in conn.execute("SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                                "WHERE i.indrelid = 'messages'::regclass AND NOT i.indisvalid").fetchall():
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {row['name']}")
+        conn.execute("REINDEX INDEX CONCURRENTLY messages_tsv")
+        conn.execute("ANALYZE messages")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        log.warning("the search index was not rebuilt (%s): run REINDEX INDEX messages_tsv as the tables' owner",
+                    " ".join(str(exc).split()))
+
+
 #: What an administrator runs once per database (as a superuser) so that searches use
 #: the indexes under row-level security: PostgreSQL evaluates a query's own conditions
 #: only after the policy's unless their functions are LEAKPROOF, so without this the
@@ -157,7 +236,7 @@ def search_uses_indexes(conn: Any) -> bool:
 
 
 #: version -> the SQL that brings the previous version to it.
-MIGRATIONS: dict[int, str] = {1: V1}
+MIGRATIONS: dict[int, str] = {1: V1, 2: V2}
 
 
 def current_version(conn: Any, schema: str) -> int | None:

@@ -37,14 +37,39 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "September", "October", "November", "December")
 
 
+def cjk_grams(run: str) -> list[str]:
+    """A CJK run as the index holds it: its overlapping character bigrams in order
+    (``数据库`` → ``数据 据库``); a one-character run as itself."""
+    return [run] if len(run) < 2 else [run[i:i + 2] for i in range(len(run) - 1)]
+
+
 def words(text: str | None) -> str:
     """``text`` as space-separated word tokens, the way both the index and the queries
-    see it: runs of letters and digits (``_`` and punctuation split), a CJK run always a
-    token of its own (so ``迁移到Postgres`` holds the word ``postgres``)."""
+    see it: runs of letters and digits (``_`` and punctuation split); a CJK run split off
+    (so ``迁移到Postgres`` holds the word ``postgres``) and written as its character
+    bigrams (:func:`cjk_grams`), so CJK words of any length from two characters on are
+    found through the same words index. The SQL function ``hermes_words`` of the schema
+    does the same for the context and for a reindex."""
     if not text:
         return ""
-    text = _CJK_RUN_RE.sub(lambda m: f" {m.group(0)} ", text[:MAX_INDEXED_CHARS])
+    text = _CJK_RUN_RE.sub(lambda m: " " + " ".join(cjk_grams(m.group(0))) + " ", text[:MAX_INDEXED_CHARS])
     return " ".join(_WORD_RE.findall(text))
+
+
+def cjk_term_query(text: str, weights: str = "A") -> str | None:
+    """The words-index condition that every message holding the substring ``text`` meets:
+    each CJK run of two or more characters as its bigrams in sequence, the runs AND-ed
+    (``None`` when the text has no such run: one-character runs and the Latin letters
+    around them may be parts of longer tokens, so only a substring scan finds them).
+    A candidate condition: the substring test itself is still applied."""
+    runs = [run for run in _CJK_RUN_RE.findall(text) if len(run) >= 2]
+    if not runs:
+        return None
+    parts = []
+    for run in runs:
+        grams = [_lexeme(g, weights=weights) for g in cjk_grams(run)]
+        parts.append(grams[0] if len(grams) == 1 else "(" + " <-> ".join(grams) + ")")
+    return parts[0] if len(parts) == 1 else "(" + " & ".join(parts) + ")"
 
 
 def day_words(ts: float) -> str:
@@ -156,8 +181,17 @@ def render(stage: hermes.SearchStage, own: str) -> Rendered | None:
         short = any(len(t.text) < 3 for g in stage.groups for t in g)
         long_positive = any(len(t.text) >= 3 and not t.negated for g in stage.groups for t in g)
         like = short and (len(stage.groups) > 1 or not long_positive)
-        return Rendered("like" if like else "trigram", where="(" + " OR ".join(ors) + ")", params=params,
-                        cjk=True, rank="" if like else "count", highlight=positives, stage=stage)
+        # The words index narrows the substring test to the messages holding each term's
+        # bigrams, when every group has a term with a CJK run of two or more characters;
+        # otherwise the CJK messages are scanned newest first. The mode names follow the
+        # SQLite store (trigram index for terms of three or more characters, else LIKE).
+        candidates = []
+        for group in stage.groups:
+            found = [q for t in group if not t.negated and (q := cjk_term_query(t.text))]
+            candidates.append("(" + " & ".join(found) + ")" if found else None)
+        tsquery = " | ".join(c for c in candidates if c) if candidates and all(candidates) else None
+        return Rendered("like" if like else "trigram", tsquery=tsquery, where="(" + " OR ".join(ors) + ")",
+                        params=params, cjk=True, rank="" if like else "count", highlight=positives, stage=stage)
     if stage.kind == "all":
         query = groups_query(stage.groups)
         if query is None:
@@ -166,7 +200,12 @@ def render(stage: hermes.SearchStage, own: str) -> Rendered | None:
     if stage.kind == "grams":
         if not stage.grams:
             return None
-        return Rendered(stage.mode, cjk=True, rank="grams", highlight=list(stage.grams), grams=list(stage.grams),
+        # Candidates: messages holding one of the bigrams (in their own text, or in the
+        # previous message's with context); one-character grams only count in the score.
+        weights = "" if stage.context else "A"
+        indexed = [_lexeme(g, weights=weights) for g in stage.grams if len(g) >= 2]
+        return Rendered(stage.mode, tsquery=" | ".join(indexed) or None, cjk=True, rank="grams",
+                        highlight=list(stage.grams), grams=list(stage.grams),
                         negatives=[t.text for t in stage.negatives], stage=stage)
     query = relaxed_query(stage)
     if query is None:

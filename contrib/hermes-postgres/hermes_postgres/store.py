@@ -48,9 +48,15 @@ MAX_HOPS = 1000
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages);
 #: a query with more lists the newest matches instead (mode ``…-recent``).
 RANK_LIMIT = 3000
-RANK_SHARE = 0.01
-#: The CJK bigram stage looks at the newest this-many CJK messages.
-RECENT_CJK = 20_000
+RANK_SHARE = 0.005
+#: The CJK bigram stage weighs each bigram by its rarity among the newest this-many CJK
+#: messages.
+GRAM_SAMPLE = 1000
+#: A bigram question matching more than rank_limit messages ranks the newest this-many.
+GRAM_RECENT = 1000
+#: A query the planner expects to match this many times rank_limit is listed newest first
+#: without counting its matches.
+COMMON_ESTIMATE = 2
 #: In a relaxed query, a term in at least this share of all messages (and at least
 #: COMMON_MIN of them) is dropped while a rarer term is left (as in the SQLite store).
 COMMON_SHARE = 0.01
@@ -58,6 +64,8 @@ COMMON_MIN = 2000
 #: What a CJK bigram found only in the previous message counts (the SQLite store's too).
 PREV_WEIGHT = 0.5
 _CONTEXT_CHARS = 200
+#: plugins.postgres.synchronous_commit: durable at commit, or flushed in the background.
+SYNCHRONOUS_COMMIT = ("on", "off")
 
 _NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -153,16 +161,22 @@ class PostgresSessionStore(hermes.SessionStore):
     """The ``postgres`` session store.
 
     ``PostgresSessionStore(dsn, *, user, profile="default", schema="hermes", pool_min=1,
-    pool_max=8, write_timeout=20.0, connect_timeout=10.0)``. ``user`` and ``profile`` say
-    whose history this store is: the database's row-level security shows it nothing
-    else. The schema is created or migrated on first use.
+    pool_max=8, write_timeout=20.0, connect_timeout=10.0, synchronous_commit="on")``.
+    ``user`` and ``profile`` say whose history this store is: the database's row-level
+    security shows it nothing else. The schema is created or migrated on first use.
+
+    ``synchronous_commit`` is PostgreSQL's setting for this store's connections: ``"on"``
+    (a write returns once the server has flushed it to disk, like SQLite's
+    ``synchronous=full``) or ``"off"`` (the server flushes in the background: a server
+    crash or power loss can lose the last commits, about 0.6 s at default settings, but
+    never corrupts or half-applies one; the class of SQLite's default ``normal``).
     """
 
     name = "postgres"
 
     def __init__(self, dsn: str, *, user: str, profile: str = "default", schema: str = "hermes",
                  pool_min: int = 1, pool_max: int = 8, write_timeout: float = 20.0,
-                 connect_timeout: float = 10.0):
+                 connect_timeout: float = 10.0, synchronous_commit: str = "on"):
         if not dsn:
             raise hermes.StoreError("plugins.postgres.dsn is not set: give the server's DSN "
                                     "(postgresql://user@host/db, or {$env: HERMES_PG_DSN})")
@@ -170,6 +184,10 @@ class PostgresSessionStore(hermes.SessionStore):
             raise hermes.StoreError(f"plugins.postgres.schema {schema!r} is not a plain lower-case SQL name")
         if not user:
             raise hermes.StoreError("the postgres store needs a user (plugins.postgres.user)")
+        if synchronous_commit not in SYNCHRONOUS_COMMIT:
+            raise hermes.StoreError(f"plugins.postgres.synchronous_commit {synchronous_commit!r} is not one of "
+                                    f"{', '.join(SYNCHRONOUS_COMMIT)}")
+        self.synchronous_commit = synchronous_commit
         self.dsn, self.user, self.profile, self.schema = dsn, str(user), str(profile), schema
         self.write_timeout = float(write_timeout)
         self._local = threading.local()
@@ -214,7 +232,8 @@ class PostgresSessionStore(hermes.SessionStore):
 
     def _configure(self, conn: Any) -> None:
         conn.execute("SELECT set_config('app.hermes_user', %s, false), set_config('app.hermes_profile', %s, false), "
-                     "set_config('search_path', %s, false)", (self.user, self.profile, self._search_path))
+                     "set_config('search_path', %s, false), set_config('synchronous_commit', %s, false)",
+                     (self.user, self.profile, self._search_path, self.synchronous_commit))
 
     def close(self) -> None:
         if self._closed:
@@ -256,9 +275,16 @@ class PostgresSessionStore(hermes.SessionStore):
         except psycopg.OperationalError as exc:
             raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
 
-    def _write(self, fn: Callable[[Any], T], *, pipeline: bool = False) -> T:
+    def _write(self, fn: Callable[[Any], Any], *, pipeline: bool = False) -> Any:
         """Run ``fn(conn)`` in one transaction (a savepoint inside :meth:`batch`),
-        retrying deadlocks and serialization failures until ``write_timeout``."""
+        retrying deadlocks and serialization failures until ``write_timeout``.
+
+        ``pipeline=True``: ``fn`` only sends statements and returns a function that
+        reads their results, which :meth:`_write` calls afterwards. Outside a batch the
+        statements then go out in one pipeline with ONE Sync: one round trip, and the
+        server runs everything before a Sync as one implicit transaction (the pooled
+        connections are autocommit, so no BEGIN/COMMIT is needed). ``fn`` must not read
+        a result itself: a read sends a Sync, which would commit half the write."""
         import psycopg
         from psycopg import errors
 
@@ -267,12 +293,12 @@ class PostgresSessionStore(hermes.SessionStore):
             try:
                 with self._conn() as conn:
                     if pipeline and getattr(self._local, "batch", None) is None:
-                        # BEGIN and the statements go out together: one round trip
-                        # until the first result is read.
-                        with conn.pipeline(), conn.transaction():
-                            return fn(conn)
+                        with conn.pipeline():
+                            finish = fn(conn)
+                        return finish()
                     with conn.transaction():
-                        return fn(conn)
+                        result = fn(conn)
+                        return result() if pipeline else result
             except (errors.DeadlockDetected, errors.SerializationFailure, errors.LockNotAvailable) as exc:
                 if getattr(self._local, "batch", None) is not None:
                     raise  # the batch's transaction is aborted: the batch fails as a whole
@@ -623,12 +649,19 @@ class PostgresSessionStore(hermes.SessionStore):
 
     def _insert_messages(self, conn: Any, session_id: str, messages: list[dict[str, Any]]) -> list[int]:
         """Insert messages into one session (created when missing) in the caller's
-        transaction. The session row is updated FIRST: its row lock orders concurrent
+        transaction; returns their ids."""
+        return self._send_insert(conn, session_id, messages)()
+
+    def _send_insert(self, conn: Any, session_id: str, messages: list[dict[str, Any]]) -> Callable[[], list[int]]:
+        """Send the statements inserting messages into one session (created when
+        missing); the returned function reads their ids. For one message nothing is read
+        before it is called, so :meth:`append_message` sends the whole write in one
+        pipeline. The session row is updated FIRST: its row lock orders concurrent
         appends to one session, and appends to other sessions never wait."""
         now = time.time()
         rows = [self._message(m, now) for m in messages]
         if not rows:
-            return []
+            return lambda: []
         sid = _text(session_id) or ""
         stamps = [r["timestamp"] for r in rows]
         # One upsert creates a missing session and counts the messages; its row lock
@@ -655,7 +688,8 @@ class PostgresSessionStore(hermes.SessionStore):
                f"{PREV_CHARS}) END FROM messages q WHERE q.session_id = %s ORDER BY q.id DESC LIMIT 1) AS prev) p "
                "RETURNING id")
         if len(params) == 1:
-            return [conn.execute(sql, params[0]).fetchone()["id"]]
+            one = conn.execute(sql, params[0])
+            return lambda: [one.fetchone()["id"]]
         ids: list[int] = []
         with conn.cursor() as cur:
             cur.executemany(sql, params, returning=True)
@@ -663,7 +697,7 @@ class PostgresSessionStore(hermes.SessionStore):
                 ids.append(cur.fetchone()["id"])
                 if not cur.nextset():
                     break
-        return ids
+        return lambda: ids
 
     def append_message(self, session_id: str, role: str, content: str | None = None, *,
                        tool_name: str | None = None, tool_calls: list[dict] | None = None,
@@ -673,7 +707,7 @@ class PostgresSessionStore(hermes.SessionStore):
         message = {"role": role, "content": content, "tool_name": tool_name, "tool_calls": tool_calls,
                    "tool_call_id": tool_call_id, "token_count": token_count, "finish_reason": finish_reason,
                    "reasoning": reasoning, "timestamp": timestamp}
-        return self._write(lambda c: self._insert_messages(c, session_id, [message]), pipeline=True)[0]
+        return self._write(lambda c: self._send_insert(c, session_id, [message]), pipeline=True)[0]
 
     #: Messages per transaction in :meth:`append_messages` (bounds a transaction's size).
     BULK_BATCH = 5000
@@ -800,10 +834,19 @@ class PostgresSessionStore(hermes.SessionStore):
         total = self._estimated_messages(conn)
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         single = [relaxed_query(dataclasses.replace(planned, negatives=[]), [t]) for t in planned.terms]
-        probe = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.tsv @@ "
-                          f"(SELECT to_tsquery('hermes_words', %s)) LIMIT %s) x) AS t{i}" for i in range(len(single)))
-        row = conn.execute(f"SELECT {probe}", [v for q in single for v in (q, cap)]).fetchone()
-        counts = [row[f"t{i}"] for i in range(len(single))]
+        row = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
+                                                 for i in range(len(single))), single).fetchone()
+        counts = []
+        for i in range(len(single)):
+            # Matches up to cap, counted while few; a term the planner expects in more than
+            # a quarter of cap messages takes its estimate (counting would read them all).
+            query = row[f"q{i}"]
+            estimate = self._estimate(conn, "m.tsv @@ %s::tsquery", [query])
+            if estimate >= cap / 4:
+                counts.append(min(cap, int(estimate)))
+                continue
+            counts.append(conn.execute("SELECT count(*) AS n FROM (SELECT 1 FROM messages m WHERE m.tsv @@ %s::tsquery "
+                                       "LIMIT %s) x", (query, cap), prepare=False).fetchone()["n"])
         keep = list(range(len(single)))
         rare = [i for i, n in enumerate(counts) if 0 < n < cap]
         if rare and len(rare) != len([n for n in counts if n]):
@@ -824,88 +867,84 @@ class PostgresSessionStore(hermes.SessionStore):
                    exclude: list[int]) -> list[hermes.SearchHit]:
         stage = self._drop_common_terms(conn, stage)
         where, params = [], []
-        mode = stage.mode
+        mode, rank = stage.mode, stage.rank
+        own = pgschema.OWN_TEXT
         if stage.cjk:
             where.append("m.cjk")
         if stage.tsquery is not None:
-            where.append("m.tsv @@ (SELECT to_tsquery('hermes_words', %s))")
-            params.append(stage.tsquery)
+            # The query as a value of type tsquery (normalized by the server first): the
+            # planner then sees which lexemes it holds and how common they are, and
+            # chooses between the GIN index and walking the newest messages.
+            tsquery = conn.execute("SELECT to_tsquery('hermes_words', %s)::text AS q", (stage.tsquery,)).fetchone()["q"]
+            where.append("m.tsv @@ %s::tsquery")
+            params.append(tsquery)
         if stage.where:
             where.append(stage.where)
             params += stage.params
+        prev_weight = PREV_WEIGHT if rank == "grams" and stage.stage.context else 0.0
+        if rank == "grams":
+            if stage.tsquery is None:  # only one-character grams: scan the CJK messages for them
+                own_or_prev = f"({own} || chr(10) || coalesce(m.prev_cjk, ''))" if prev_weight else own
+                where.append("(" + " OR ".join(f"strpos({own_or_prev}, %s) > 0" for _ in stage.grams) + ")")
+                params += list(stage.grams)
+            for neg in stage.negatives:
+                where.append(f"strpos({own}, %s) = 0")
+                params.append(neg)
         if filter_sql:
             where.append(filter_sql)
             params += filter_params
         if exclude:
             where.append("m.id <> ALL(%s)")
             params.append(exclude)
-        rank = stage.rank
-        if rank in ("ts", "count"):
-            # Ranking reads every match: past rank_limit matches (every term very common)
-            # list the newest instead, and say so in the mode (as the SQLite store does).
-            cap = self._rank_limit(conn)
-            n = conn.execute(f"SELECT count(*) AS n FROM (SELECT 1 FROM messages m "
-                             f"WHERE {' AND '.join(where)} LIMIT %s) x", (*params, cap)).fetchone()["n"]
-            if n == 0:
-                return []
-            if n >= cap:
-                rank, mode = "", f"{stage.mode}-recent"
-        extra_select, extra_params = "0.0", []
-        if rank == "ts" and stage.weighted:
-            # Each term's rank times its rarity; the context (weight D: the previous
-            # message, the date) counts half, like the SQLite store's column weights.
-            extra_select = "-(" + " + ".join(
-                "%s * ts_rank('{0.5, 0.5, 0.5, 1.0}', m.tsv, (SELECT to_tsquery('hermes_words', %s)), 1)"
-                for _ in stage.weighted) + ")"
-            extra_params = [v for q, w in stage.weighted for v in (w, q)]
-            order = "score, m.id DESC"
-        elif rank == "ts":
-            extra_select = "-ts_rank(m.tsv, (SELECT to_tsquery('hermes_words', %s)), 1)"
-            extra_params = [stage.tsquery]
-            order = "score, m.id DESC"
-        elif rank == "count":
-            positives = stage.highlight or [""]
-            occurrences = " + ".join(f"(length({pgschema.OWN_TEXT}) - length(replace(lower({pgschema.OWN_TEXT}), "
-                                     "lower(%s), ''))) / greatest(length(%s), 1)" for _ in positives)
-            extra_select = f"-({occurrences})::float8 / ln(length({pgschema.OWN_TEXT}) + 2)"
-            extra_params = [v for t in positives for v in (t, t)]
-            order = "score, m.id DESC"
-        elif rank == "grams":
-            weights, total = self._gram_weights(conn, stage.grams)
-            if total > RECENT_CJK:
-                mode = f"{stage.mode}-recent"
-                where.append("m.id >= (SELECT id FROM messages WHERE cjk ORDER BY id DESC OFFSET %s LIMIT 1)")
-                params.append(RECENT_CJK)
-            # A bigram in the previous message counts for less (the question may use the
-            # words of the turn before the answer), as in the SQLite store.
-            prev_weight = PREV_WEIGHT if stage.stage.context else 0.0
-            gram_sql = " + ".join(f"((strpos({pgschema.OWN_TEXT}, %s) > 0)::int + {prev_weight} * "
-                                  "(strpos(coalesce(m.prev_cjk, ''), %s) > 0)::int) * %s" for _ in stage.grams)
-            extra_select = f"-({gram_sql})"
-            extra_params = [v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)]
-            own_or_prev = f"({pgschema.OWN_TEXT} || chr(10) || coalesce(m.prev_cjk, ''))" if prev_weight \
-                else pgschema.OWN_TEXT
-            where.append("(" + " OR ".join(f"strpos({own_or_prev}, %s) > 0" for _ in stage.grams) + ")")
-            params += list(stage.grams)
-            for neg in stage.negatives:
-                where.append(f"strpos({pgschema.OWN_TEXT}, %s) = 0")
-                params.append(neg)
-            order = f"score, length({pgschema.OWN_TEXT}), m.id DESC"
+        # Ranking reads every match: up to rank_limit matches they are ranked; with more
+        # (every term very common) the newest are listed instead and the mode says so, as
+        # in the SQLite store. A query the planner expects to match far more than that is
+        # common for sure: its newest matches are read straight away. Otherwise the
+        # matches are scored as they are read, stopping at rank_limit.
+        cond = " AND ".join(where)
+        score, score_params, tie = self._score_sql(conn, stage, rank, params[:1], prev_weight)
+        newest = count if rank != "grams" else GRAM_RECENT  # the bigram stage ranks its newest candidates
+        scored: list[tuple[float, int, int]] = []  # (score, tie-break, id): ascending is best first
+        if not rank:
+            ids = self._newest(conn, cond, params, stage.cjk, count)
+            scored = [(0.0, 0, i) for i in ids]
         else:
-            order = "m.id DESC"
-        # The hits first (a MATERIALIZED CTE keeps the planner on the search index: it
-        # cannot know how many rows row-level security leaves), then their sessions.
-        sql = (f"WITH found AS MATERIALIZED (SELECT m.id, m.hermes_user, m.hermes_profile, m.session_id, m.role, "
-               f"m.timestamp, m.tool_name, m.content, m.tool_text, {extra_select} AS score FROM messages m "
-               f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s) "
-               "SELECT m.*, s.source, s.model, s.started_at AS session_started, s.title AS session_title "
-               f"FROM found m {_SESSION_JOIN} ORDER BY {order}")
-        rows = conn.execute(sql, (*extra_params, *params, count)).fetchall()
+            cap = self._rank_limit(conn)
+            # A CJK stage's bigrams are found in CJK messages only: estimated without that
+            # condition (the planner would take the two as independent).
+            estimated = " AND ".join(where[1:]) if stage.cjk and stage.tsquery is not None else cond
+            common = self._estimate(conn, estimated, params) >= COMMON_ESTIMATE * cap
+            if not common:
+                rows = conn.execute(f"SELECT m.id, {score} AS score, {tie} AS tie FROM messages m WHERE {cond} "
+                                    "LIMIT %s", (*score_params, *params, cap), prepare=False).fetchall()
+                common = len(rows) >= cap
+                scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]
+            if common:
+                ids = self._newest(conn, cond, params, stage.cjk, newest)
+                if len(ids) >= count:
+                    mode = f"{stage.mode}-recent"
+                if rank != "grams" and len(ids) >= count:
+                    scored = [(0.0, 0, i) for i in ids]
+                else:
+                    rows = conn.execute(f"SELECT m.id, {score} AS score, {tie} AS tie FROM messages m "
+                                        "WHERE m.id = ANY(%s)", (*score_params, ids), prepare=False).fetchall()
+                    scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]
+        if not scored:
+            return []
+        best = sorted(scored, key=lambda s: (s[0], s[1], -s[2]))[:count]
+        rows = conn.execute(
+            "SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, m.tool_text, s.source, s.model, "
+            f"s.started_at AS session_started, s.title AS session_title FROM messages m {_SESSION_JOIN} "
+            "WHERE m.id = ANY(%s)", ([b[2] for b in best],), prepare=False).fetchall()
+        by_id = {r["id"]: r for r in rows}
         hits: list[hermes.SearchHit] = []
-        exact, prefixes = highlight_terms(stage.stage) if stage.tsquery is not None else ([], [])
-        for r in rows:
+        exact, prefixes = highlight_terms(stage.stage) if not stage.cjk else ([], [])
+        for value, _, message_id in best:
+            r = by_id.get(message_id)
+            if r is None:  # deleted since
+                continue
             text = r["content"] or r["tool_text"] or r["tool_name"] or ""
-            if stage.tsquery is not None:
+            if not stage.cjk:
                 snippet = word_snippet(text, exact, prefixes)
             else:
                 snippet = substring_snippet(text, stage.highlight)
@@ -913,23 +952,100 @@ class PostgresSessionStore(hermes.SessionStore):
                 "id": r["id"], "session_id": r["session_id"], "role": r["role"], "snippet": snippet,
                 "timestamp": r["timestamp"], "tool_name": r["tool_name"], "source": r["source"],
                 "model": r["model"], "session_started": r["session_started"], "session_title": r["session_title"],
-                "context": [], "mode": mode, "score": float(r["score"] or 0.0),
+                "context": [], "mode": mode, "score": value,
             })
         return hits
 
+    def _score_sql(self, conn: Any, stage: Rendered, rank: str, params: list[Any],
+                   prev_weight: float) -> tuple[str, list[Any], str]:
+        """(score expression, its parameters, tie-break expression) of a stage's ranking;
+        lower is better."""
+        own = pgschema.OWN_TEXT
+        if rank == "ts" and stage.weighted:
+            # Each term's rank times its rarity; the context (weight D: the previous
+            # message, the date) counts half, like the SQLite store's column weights.
+            return ("-(" + " + ".join("%s * ts_rank('{0.5, 0.5, 0.5, 1.0}', m.tsv, "
+                                      "(SELECT to_tsquery('hermes_words', %s)), 1)" for _ in stage.weighted) + ")",
+                    [v for q, w in stage.weighted for v in (w, q)], "0")
+        if rank == "ts":
+            return "-ts_rank(m.tsv, %s::tsquery, 1)", [params[0]], "0"
+        if rank == "count":
+            positives = stage.highlight or [""]
+            occurrences = " + ".join(f"(length({own}) - length(replace(lower({own}), lower(%s), ''))) "
+                                     "/ greatest(length(%s), 1)" for _ in positives)
+            return (f"-({occurrences})::float8 / ln(length({own}) + 2)",
+                    [v for t in positives for v in (t, t)], "0")
+        if rank == "grams":
+            # Distinct bigrams weighted by rarity; one in the previous message counts for
+            # less (the question may use the words of the turn before the answer), as in
+            # the SQLite store; shorter messages first among equals.
+            weights = self._gram_weights(conn, stage.grams)
+            gram_sql = " + ".join(f"((strpos({own}, %s) > 0)::int + {prev_weight} * "
+                                  "(strpos(coalesce(m.prev_cjk, ''), %s) > 0)::int) * %s" for _ in stage.grams)
+            return (f"-({gram_sql})", [v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)],
+                    f"length({own})")
+        return "0.0", [], "0"
+
     @staticmethod
-    def _gram_weights(conn: Any, grams: list[str]) -> tuple[list[float], int]:
-        """Each bigram's inverse document frequency among the newest RECENT_CJK CJK
-        messages (one scan), and how many CJK messages there are."""
+    def _newest(conn: Any, cond: str, params: list[Any], cjk: bool, n: int) -> list[int]:
+        """The ids of the newest ``n`` messages meeting ``cond``, walking the id index (the
+        CJK messages' index for ``cjk``) backwards. The subquery's OFFSET keeps the
+        planner on that walk: estimating a prefix or an AND of common words it may think
+        them rare and read every match through the GIN index to sort them instead."""
+        inner = "SELECT * FROM messages WHERE cjk" if cjk else "SELECT * FROM messages"
+        return [r["id"] for r in conn.execute(f"SELECT m.id FROM ({inner} ORDER BY id DESC OFFSET 0) m "
+                                              f"WHERE {cond} LIMIT %s", (*params, n), prepare=False)]
+
+    @staticmethod
+    def _estimate(conn: Any, cond: str, params: list[Any]) -> float:
+        """How many messages the planner expects to meet ``cond`` (from the tsvector's
+        statistics; it sees the tsquery's lexemes as it is passed as a value)."""
+        row = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM messages m WHERE {cond}", params,
+                           prepare=False).fetchone()
+        return float(row["QUERY PLAN"][0]["Plan"]["Plan Rows"])
+
+    @staticmethod
+    def _gram_weights(conn: Any, grams: list[str]) -> list[float]:
+        """Each bigram's inverse document frequency among the newest GRAM_SAMPLE CJK
+        messages (one short scan of the CJK index)."""
         counts = ", ".join(f"count(*) FILTER (WHERE strpos({pgschema.OWN_TEXT}, %s) > 0) AS g{i}"
                            for i in range(len(grams)))
         row = conn.execute(f"SELECT count(*) AS total, {counts} FROM (SELECT * FROM messages WHERE cjk "
-                           "ORDER BY id DESC LIMIT %s) m", (*grams, RECENT_CJK)).fetchone()
+                           "ORDER BY id DESC LIMIT %s) m", (*grams, GRAM_SAMPLE)).fetchone()
         sample = row["total"]
-        weights = [math.log(1.0 + (sample - row[f"g{i}"] + 0.5) / (row[f"g{i}"] + 0.5)) for i in range(len(grams))]
-        total = sample if sample < RECENT_CJK else conn.execute(
-            "SELECT count(*) AS n FROM messages WHERE cjk").fetchone()["n"]
-        return weights, total
+        return [math.log(1.0 + (sample - row[f"g{i}"] + 0.5) / (row[f"g{i}"] + 0.5)) for i in range(len(grams))]
+
+    #: Messages rebuilt per transaction by :meth:`reindex` (its progress steps; an
+    #: interrupted reindex keeps the chunks it committed).
+    REINDEX_CHUNK = 20_000
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Compute the search columns (``tsv``, ``cjk``, ``prev_cjk``) of every message
+        of this user and profile again from its text, in chunks of REINDEX_CHUNK
+        messages each committed on its own — writers are never blocked for long, and an
+        interrupted reindex leaves every message searchable (run it again to finish) —
+        then rebuild the words index without blocking writers and refresh the planner's
+        statistics. ``progress(n)`` after each chunk of ``n`` messages. Returns the
+        number of messages."""
+        done, after = 0, 0
+        update = pgschema.rebuild_sql("x.id > %s AND x.id <= %s")
+        while True:
+            def chunk(conn: Any, after: int = after) -> tuple[int, int]:
+                row = conn.execute("SELECT max(id) AS upto, count(*) AS n FROM (SELECT id FROM messages WHERE id > %s "
+                                   "ORDER BY id LIMIT %s) c", (after, self.REINDEX_CHUNK)).fetchone()
+                if not row["n"]:
+                    return 0, after
+                conn.execute(update, (after, row["upto"]))
+                return int(row["n"]), int(row["upto"])
+
+            n, after = self._write(chunk)
+            if not n:
+                break
+            done += n
+            if progress is not None:
+                progress(n)
+        self._read(pgschema.rebuild_indexes)
+        return done
 
     def writer_lock(self, session_id: str) -> Any:
         """The one-writer lock of a conversation across machines (an advisory lock; see

@@ -77,7 +77,9 @@ def test_import_state_db_is_idempotent_and_export_reads_it_back(home, pg_cluster
 def test_doctor_shows_versions_and_counts(home, pg_cluster) -> None:
     done = hermes(home, pg_cluster.dsn, "doctor")
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("check: postgres "))
-    assert "schema hermes v1" in line and "0 sessions, 0 messages" in line and "role hermes_app" in line
+    from hermes_postgres.schema import SCHEMA_VERSION
+
+    assert f"schema hermes v{SCHEMA_VERSION}" in line and "0 sessions, 0 messages" in line and "role hermes_app" in line
     assert "hermes-test-secret" not in done.stdout + done.stderr
 
 
