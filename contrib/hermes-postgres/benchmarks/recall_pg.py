@@ -22,10 +22,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import recall  # noqa: E402  (the project's recall benchmark: corpus, scoring)
 
 
-def build_pg(dsn: str, sessions: list[dict[str, Any]], noise: int) -> tuple[Any, dict[tuple[str, int], int]]:
+def build_pg(dsn: str, sessions: list[dict[str, Any]], noise: int,
+             user: str | None = None) -> tuple[Any, dict[tuple[str, int], int]]:
     from hermes_postgres.store import PostgresSessionStore
 
-    store = PostgresSessionStore(dsn, user=f"recall-{time.time()}", pool_max=2)
+    store = PostgresSessionStore(dsn, user=user or f"recall-{time.time()}", pool_max=2)
+    if user and store.count_messages():  # loaded by an earlier run: map the corpus again
+        ids = {(s["id"], i): m["id"] for s in sessions for i, m in enumerate(store.get_messages(s["id"]))}
+        return store, ids
     ids = recall.fill(store, sessions, noise, batch_per_noise_session=True)
     import psycopg
 
@@ -34,7 +38,8 @@ def build_pg(dsn: str, sessions: list[dict[str, Any]], noise: int) -> tuple[Any,
     return store, ids
 
 
-def run(name: str, store: Any, ids: dict[tuple[str, int], int], questions: list[dict[str, Any]]) -> None:
+def run(name: str, store: Any, ids: dict[tuple[str, int], int],
+        questions: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[int], set[int]]]:
     rows, times = [], []
     for q in questions:
         evidence = {ids[(q["session"], q["evidence"])], *(ids[(s, i)] for s, i in q.get("also", []))}
@@ -44,7 +49,11 @@ def run(name: str, store: Any, ids: dict[tuple[str, int], int], questions: list[
         rows.append((q, got, evidence))
     for half in ("tune", "held"):
         mine = [r for r in rows if r[0]["half"] == half]
-        print(json.dumps({"bench": "recall", "store": name, "half": half, **recall.score(mine)}), flush=True)
+        # MRR over the first 10 hits (0 when the evidence is not among them)
+        mrr = sum(next((1 / k for k, g in enumerate(got, 1) if g in ev), 0.0) for _, got, ev in mine) / (len(mine) or 1)
+        print(json.dumps({"bench": "recall", "store": name, "half": half, **recall.score(mine),
+                          "mrr@10": round(mrr, 3)}), flush=True)
+    return [(q, got, evidence) for q, got, evidence in rows]
     print(json.dumps({"bench": "recall", "store": name, "metric": "latency_ms",
                       "p50": round(recall.pct(times, 0.5), 2), "p95": round(recall.pct(times, 0.95), 2),
                       "mean": round(statistics.mean(times), 2)}), flush=True)
@@ -54,6 +63,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--noise", type=int, default=20_000)
     parser.add_argument("--dsn")
+    parser.add_argument("--user", help="with --dsn: load the corpus under this user once and reuse it")
+    parser.add_argument("--differences", action="store_true",
+                        help="list the questions one store finds in its first 5 hits and the other not")
     args = parser.parse_args()
     sessions, questions = recall.load("sessions.jsonl"), recall.load("questions.jsonl")
     cluster = None
@@ -66,11 +78,17 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="hermes-recall-") as tmp:
             lite, lite_ids = recall.build(Path(tmp) / "state.db", sessions, args.noise)
-            run("sqlite", lite, lite_ids, questions)
+            lite_rows = run("sqlite", lite, lite_ids, questions)
             lite.close()
-        pg, pg_ids = build_pg(dsn, sessions, args.noise)
-        run("postgres", pg, pg_ids, questions)
+        pg, pg_ids = build_pg(dsn, sessions, args.noise, args.user if args.dsn else None)
+        pg_rows = run("postgres", pg, pg_ids, questions)
         pg.close()
+        for (q, lite_got, lite_ev), (_, pg_got, pg_ev) in zip(lite_rows, pg_rows, strict=True):
+            lite_hit, pg_hit = bool(lite_ev & set(lite_got[:5])), bool(pg_ev & set(pg_got[:5]))
+            if args.differences and lite_hit != pg_hit:
+                print(json.dumps({"bench": "recall", "found_by": "sqlite" if lite_hit else "postgres",
+                                  "half": q["half"], "kind": q["kind"], "question": q["question"]},
+                                 ensure_ascii=False), flush=True)
     finally:
         if cluster is not None:
             cluster.stop()

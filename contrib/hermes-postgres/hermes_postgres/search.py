@@ -56,6 +56,11 @@ def words(text: str | None) -> str:
     return " ".join(_WORD_RE.findall(text))
 
 
+def cjk_runs(text: str) -> list[str]:
+    """The CJK runs of ``text``."""
+    return _CJK_RUN_RE.findall(text)
+
+
 def cjk_term_query(text: str, weights: str = "A") -> str | None:
     """The words-index condition that every message holding the substring ``text`` meets:
     each CJK run of two or more characters as its bigrams in sequence, the runs AND-ed

@@ -32,6 +32,8 @@ from . import schema as pgschema
 from .search import (
     PREV_CHARS,
     Rendered,
+    cjk_grams,
+    cjk_runs,
     day_words,
     highlight_terms,
     relaxed_query,
@@ -868,6 +870,7 @@ class PostgresSessionStore(hermes.SessionStore):
         stage = self._drop_common_terms(conn, stage)
         where, params = [], []
         mode, rank = stage.mode, stage.rank
+        tsquery = None
         own = pgschema.OWN_TEXT
         if stage.cjk:
             where.append("m.cjk")
@@ -910,14 +913,26 @@ class PostgresSessionStore(hermes.SessionStore):
             scored = [(0.0, 0, i) for i in ids]
         else:
             cap = self._rank_limit(conn)
-            # A CJK stage's bigrams are found in CJK messages only: estimated without that
-            # condition (the planner would take the two as independent).
-            estimated = " AND ".join(where[1:]) if stage.cjk and stage.tsquery is not None else cond
-            common = self._estimate(conn, estimated, params) >= COMMON_ESTIMATE * cap
+            if stage.cjk and stage.tsquery is not None:
+                # Bigrams are found in CJK messages only (the planner would take the two
+                # conditions as independent), and the bigrams of one word come together
+                # (it would multiply their shares): each term is estimated by its rarest
+                # bigram, a group by its rarest term, the stage by the sum of its groups.
+                estimate = self._cjk_estimate(conn, stage)
+            else:
+                estimate = self._estimate(conn, cond, params)
+            # The statistics know lexemes, not weights: a query of the message's own text
+            # (weight A) matches about half the messages its lexemes are in.
+            common = estimate >= cap * (COMMON_ESTIMATE if ":A" in (tsquery or "") else 1)
+            # The server scores and sorts; only the best `count` come back, with the number
+            # of matches read (n).
+            def top(condition: str) -> str:
+                return (f"SELECT c.*, count(*) OVER () AS n FROM (SELECT m.id, {score} AS score, {tie} AS tie "
+                        f"FROM messages m WHERE {condition} LIMIT %s) c ORDER BY score, tie, id DESC LIMIT %s")
+
             if not common:
-                rows = conn.execute(f"SELECT m.id, {score} AS score, {tie} AS tie FROM messages m WHERE {cond} "
-                                    "LIMIT %s", (*score_params, *params, cap), prepare=False).fetchall()
-                common = len(rows) >= cap
+                rows = conn.execute(top(cond), (*score_params, *params, cap, count), prepare=False).fetchall()
+                common = bool(rows) and rows[0]["n"] >= cap
                 scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]
             if common:
                 ids = self._newest(conn, cond, params, stage.cjk, newest)
@@ -926,12 +941,12 @@ class PostgresSessionStore(hermes.SessionStore):
                 if rank != "grams" and len(ids) >= count:
                     scored = [(0.0, 0, i) for i in ids]
                 else:
-                    rows = conn.execute(f"SELECT m.id, {score} AS score, {tie} AS tie FROM messages m "
-                                        "WHERE m.id = ANY(%s)", (*score_params, ids), prepare=False).fetchall()
+                    rows = conn.execute(top("m.id = ANY(%s)"), (*score_params, ids, len(ids), count),
+                                        prepare=False).fetchall()
                     scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]
         if not scored:
             return []
-        best = sorted(scored, key=lambda s: (s[0], s[1], -s[2]))[:count]
+        best = scored[:count]
         rows = conn.execute(
             "SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, m.tool_text, s.source, s.model, "
             f"s.started_at AS session_started, s.title AS session_title FROM messages m {_SESSION_JOIN} "
@@ -1003,6 +1018,30 @@ class PostgresSessionStore(hermes.SessionStore):
         row = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM messages m WHERE {cond}", params,
                            prepare=False).fetchone()
         return float(row["QUERY PLAN"][0]["Plan"]["Plan Rows"])
+
+    def _cjk_estimate(self, conn: Any, stage: Rendered) -> float:
+        """Messages a CJK stage is expected to match (see :meth:`_run_stage`)."""
+        planned = stage.stage
+        if stage.rank == "grams":
+            terms = [[g] for g in stage.grams if len(g) >= 2]
+        else:
+            terms = [[cjk_grams(run) for run in cjk_runs(t.text) if len(run) >= 2]
+                     for g in planned.groups for t in g if not t.negated]
+            terms = [[gram for grams in runs for gram in grams] for runs in terms if runs]
+        grams = sorted({g for t in terms for g in t})
+        if not grams:
+            return 0.0
+        values = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
+                                                    for i in range(len(grams))), grams).fetchone()
+        share = {g: self._estimate(conn, "m.tsv @@ %s::tsquery", [values[f"q{i}"]]) for i, g in enumerate(grams)}
+        if stage.rank == "grams":
+            return sum(share[t[0]] for t in terms)
+        total = 0.0
+        for group in planned.groups:
+            found = [min(share[g] for run in cjk_runs(t.text) if len(run) >= 2 for g in cjk_grams(run))
+                     for t in group if not t.negated and any(len(run) >= 2 for run in cjk_runs(t.text))]
+            total += min(found) if found else 0.0
+        return total
 
     @staticmethod
     def _gram_weights(conn: Any, grams: list[str]) -> list[float]:
