@@ -53,10 +53,10 @@ def run(name: str, store: Any, ids: dict[tuple[str, int], int],
         mrr = sum(next((1 / k for k, g in enumerate(got, 1) if g in ev), 0.0) for _, got, ev in mine) / (len(mine) or 1)
         print(json.dumps({"bench": "recall", "store": name, "half": half, **recall.score(mine),
                           "mrr@10": round(mrr, 3)}), flush=True)
-    return [(q, got, evidence) for q, got, evidence in rows]
     print(json.dumps({"bench": "recall", "store": name, "metric": "latency_ms",
                       "p50": round(recall.pct(times, 0.5), 2), "p95": round(recall.pct(times, 0.95), 2),
                       "mean": round(statistics.mean(times), 2)}), flush=True)
+    return rows
 
 
 def main() -> None:

@@ -59,6 +59,9 @@ GRAM_RECENT = 1000
 #: A query the planner expects to match this many times rank_limit is listed newest first
 #: without counting its matches.
 COMMON_ESTIMATE = 2
+#: Below this many messages no estimate is asked for: every decision reads (at most
+#: rank_limit) matches, exactly as the SQLite store decides.
+ESTIMATES_FROM = 100_000
 #: In a relaxed query, a term in at least this share of all messages (and at least
 #: COMMON_MIN of them) is dropped while a rarer term is left (as in the SQLite store).
 COMMON_SHARE = 0.01
@@ -829,10 +832,6 @@ class PostgresSessionStore(hermes.SessionStore):
                     return fn.get("name") if isinstance(fn, dict) else None
         return None
 
-    def _rank_limit(self, conn: Any) -> int:
-        # The planner's row estimate (every user's rows): a count would scan the table.
-        return max(RANK_LIMIT, int(self._estimated_messages(conn) * RANK_SHARE))
-
     def _drop_common_terms(self, conn: Any, stage: Rendered) -> Rendered:
         """Count each relaxed term's matches (capped; one statement) to weigh the terms
         by rarity (BM25's inverse document frequency, which ts_rank lacks) and, while a
@@ -852,7 +851,7 @@ class PostgresSessionStore(hermes.SessionStore):
             # Matches up to cap, counted while few; a term the planner expects in more than
             # a quarter of cap messages takes its estimate (counting would read them all).
             query = row[f"q{i}"]
-            estimate = self._estimate(conn, "m.tsv @@ %s::tsquery", [query])
+            estimate = self._estimate(conn, "m.tsv @@ %s::tsquery", [query]) if total >= ESTIMATES_FROM else 0.0
             if estimate >= cap / 4:
                 counts.append(min(cap, int(estimate)))
                 continue
@@ -871,6 +870,7 @@ class PostgresSessionStore(hermes.SessionStore):
 
     @staticmethod
     def _estimated_messages(conn: Any) -> float:
+        """All users' messages, as the planner knows them (a count would scan the table)."""
         row = conn.execute("SELECT reltuples AS n FROM pg_class WHERE oid = 'messages'::regclass").fetchone()
         return max(0.0, float(row["n"] if row else 0))
 
@@ -921,8 +921,11 @@ class PostgresSessionStore(hermes.SessionStore):
             ids = self._newest(conn, cond, params, stage.cjk, count)
             scored = [(0.0, 0, i) for i in ids]
         else:
-            cap = self._rank_limit(conn)
-            if stage.cjk and stage.tsquery is not None:
+            total = self._estimated_messages(conn)
+            cap = max(RANK_LIMIT, int(total * RANK_SHARE))
+            if total < ESTIMATES_FROM:
+                estimate = 0.0  # reading up to cap matches is cheap enough: no estimate needed
+            elif stage.cjk and stage.tsquery is not None:
                 # Bigrams are found in CJK messages only (the planner would take the two
                 # conditions as independent), and the bigrams of one word come together
                 # (it would multiply their shares): each term is estimated by its rarest
