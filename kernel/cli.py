@@ -816,7 +816,8 @@ _KIND_CHECKS: dict[str, Callable[[Any, list[str], list[str]], None]] = {
 @click.option("-r", "--resume", "resume_ref", metavar="ID|TITLE",
               help="Continue this session (an id, a unique id prefix or a title).")
 @click.option("-q", "--query", metavar="TEXT",
-              help="Answer one message and exit (scriptable); '-' reads it from stdin.")
+              help="Answer one message and exit (scriptable; exit status 3 when the answer was "
+                   "cut off part way); '-' reads it from stdin.")
 @click.option("--json", "json_out", is_flag=True,
               help="With -q: print the answer, usage and session id as one JSON object.")
 @click.option("--plain", is_flag=True, help="Raw text: no markdown rendering, no colours.")
