@@ -56,6 +56,14 @@ def words(text: str | None) -> str:
     return " ".join(_WORD_RE.findall(text))
 
 
+def grams_query(grams: list[str], context: bool) -> str | None:
+    """The bigram stage's candidates as tsquery text: messages holding one of the bigrams
+    (in their own text, or also in the previous message's with ``context``); a
+    one-character gram only counts in the score (the index holds it only as a whole run)."""
+    weights = "" if context else "A"
+    return " | ".join(_lexeme(g, weights=weights) for g in grams if len(g) >= 2) or None
+
+
 def cjk_runs(text: str) -> list[str]:
     """The CJK runs of ``text``."""
     return _CJK_RUN_RE.findall(text)
@@ -205,11 +213,7 @@ def render(stage: hermes.SearchStage, own: str) -> Rendered | None:
     if stage.kind == "grams":
         if not stage.grams:
             return None
-        # Candidates: messages holding one of the bigrams (in their own text, or in the
-        # previous message's with context); one-character grams only count in the score.
-        weights = "" if stage.context else "A"
-        indexed = [_lexeme(g, weights=weights) for g in stage.grams if len(g) >= 2]
-        return Rendered(stage.mode, tsquery=" | ".join(indexed) or None, cjk=True, rank="grams",
+        return Rendered(stage.mode, tsquery=grams_query(stage.grams, stage.context), cjk=True, rank="grams",
                         highlight=list(stage.grams), grams=list(stage.grams),
                         negatives=[t.text for t in stage.negatives], stage=stage)
     query = relaxed_query(stage)

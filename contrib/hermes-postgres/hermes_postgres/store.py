@@ -35,6 +35,7 @@ from .search import (
     cjk_grams,
     cjk_runs,
     day_words,
+    grams_query,
     highlight_terms,
     relaxed_query,
     render,
@@ -877,6 +878,9 @@ class PostgresSessionStore(hermes.SessionStore):
     def _run_stage(self, conn: Any, stage: Rendered, filter_sql: str, filter_params: list[Any], count: int,
                    exclude: list[int]) -> list[hermes.SearchHit]:
         stage = self._drop_common_terms(conn, stage)
+        gram_estimate = None
+        if stage.rank == "grams" and stage.tsquery is not None:
+            stage, gram_estimate = self._narrow_grams(conn, stage)
         where, params = [], []
         mode, rank = stage.mode, stage.rank
         tsquery = None
@@ -923,7 +927,9 @@ class PostgresSessionStore(hermes.SessionStore):
         else:
             total = self._estimated_messages(conn)
             cap = max(RANK_LIMIT, int(total * RANK_SHARE))
-            if total < ESTIMATES_FROM:
+            if gram_estimate is not None:
+                estimate = gram_estimate
+            elif total < ESTIMATES_FROM:
                 estimate = 0.0  # reading up to cap matches is cheap enough: no estimate needed
             elif stage.cjk and stage.tsquery is not None:
                 # Bigrams are found in CJK messages only (the planner would take the two
@@ -1032,23 +1038,45 @@ class PostgresSessionStore(hermes.SessionStore):
                            prepare=False).fetchone()
         return float(row["QUERY PLAN"][0]["Plan"]["Plan Rows"])
 
+    def _narrow_grams(self, conn: Any, stage: Rendered) -> tuple[Rendered, float | None]:
+        """The bigram stage's candidates narrowed to the messages holding one of its rarer
+        bigrams — the rarest first while their expected matches stay under the rank cap
+        (a message with only common bigrams would rank low anyway; the SQLite store
+        narrows the same way) — and the matches expected. Every bigram still counts in
+        the score. When even the rarest bigram is common: the stage unchanged and an
+        infinite estimate (its newest candidates are ranked). From ESTIMATES_FROM
+        messages on; below, ``(stage, None)``."""
+        total = self._estimated_messages(conn)
+        indexed = [g for g in stage.grams if len(g) >= 2]
+        if total < ESTIMATES_FROM or not indexed:
+            return stage, None
+        cap = max(RANK_LIMIT, int(total * RANK_SHARE))
+        share = self._gram_estimates(conn, indexed)
+        chosen: list[str] = []
+        expected = 0.0
+        for gram in sorted(indexed, key=lambda g: share[g]):
+            if expected + share[gram] > cap:
+                break
+            chosen.append(gram)
+            expected += share[gram]
+        if not chosen:
+            return stage, math.inf
+        return dataclasses.replace(stage, tsquery=grams_query(chosen, stage.stage.context)), expected
+
+    def _gram_estimates(self, conn: Any, grams: list[str]) -> dict[str, float]:
+        """Each CJK bigram's expected number of messages (the planner's statistics)."""
+        values = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
+                                                    for i in range(len(grams))), grams).fetchone()
+        return {g: self._estimate(conn, "m.tsv @@ %s::tsquery", [values[f"q{i}"]]) for i, g in enumerate(grams)}
+
     def _cjk_estimate(self, conn: Any, stage: Rendered) -> float:
         """Messages a CJK stage is expected to match (see :meth:`_run_stage`)."""
         planned = stage.stage
-        if stage.rank == "grams":
-            terms = [[g] for g in stage.grams if len(g) >= 2]
-        else:
-            terms = [[cjk_grams(run) for run in cjk_runs(t.text) if len(run) >= 2]
-                     for g in planned.groups for t in g if not t.negated]
-            terms = [[gram for grams in runs for gram in grams] for runs in terms if runs]
-        grams = sorted({g for t in terms for g in t})
+        grams = sorted({g for group in planned.groups for t in group if not t.negated
+                        for run in cjk_runs(t.text) if len(run) >= 2 for g in cjk_grams(run)})
         if not grams:
             return 0.0
-        values = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
-                                                    for i in range(len(grams))), grams).fetchone()
-        share = {g: self._estimate(conn, "m.tsv @@ %s::tsquery", [values[f"q{i}"]]) for i, g in enumerate(grams)}
-        if stage.rank == "grams":
-            return sum(share[t[0]] for t in terms)
+        share = self._gram_estimates(conn, grams)
         total = 0.0
         for group in planned.groups:
             found = [min(share[g] for run in cjk_runs(t.text) if len(run) >= 2 for g in cjk_grams(run))
