@@ -78,3 +78,44 @@ def test_a_whole_one_shot_answer_still_exits_0(fake_llm, tmp_path):
     status, out, err = run_one_shot(tmp_path, fake_llm, "openai")
     assert status == 0, (out, err)
     assert "cut off" not in err
+
+
+CUT_CLIENT = '''
+import hermes
+
+
+class CutClient(hermes.LLMClient):
+    """A client whose non-streaming answer comes back marked incomplete."""
+
+    def __init__(self, kernel=None, **kwargs):
+        pass
+
+    def complete(self, request):
+        return hermes.LLMResponse(content="The deployment fin", finish_reason="incomplete")
+
+    def context_length(self, model):
+        return 100000
+
+
+@hermes.hookimpl
+def hermes_register_llm_clients(register):
+    register("cutllm", CutClient)
+'''
+
+
+@pytest.mark.slow  # a hermes process
+def test_json_says_incomplete_and_exits_nonzero(tmp_path):
+    """``--json`` asks for the answer in one piece; a client that still returns it cut
+    (a third-party client whose server ends early) is reported the same way."""
+    import json
+
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "t_cutllm.py").write_text(CUT_CLIENT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(tmp_path), HERMES_LOAD_PLUGINS="t_cutllm")
+    proc = subprocess.run([sys.executable, "-m", "hermes.cli", "chat", "--provider", "cutllm", "--model", "m",
+                           "--json", "-q", "deploy it"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == EXIT_INCOMPLETE, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "incomplete" and out["answer"] == "The deployment fin"
+    assert any("cut off" in n for n in out["notices"])
