@@ -56,6 +56,16 @@ def words(text: str | None) -> str:
     return " ".join(_WORD_RE.findall(text))
 
 
+def gram_test(gram: str, weight: str, own: str) -> tuple[str, str]:
+    """SQL (and its parameter) that is true when the message's own text (``weight`` A)
+    or the previous message's (D) holds ``gram``: a lookup in ``tsv`` for a bigram, a
+    substring search for a single character (the index holds those only as whole runs)."""
+    if len(gram) >= 2:
+        return "(m.tsv @@ %s::tsquery)", _lexeme(gram, weights=weight)
+    text = own if weight == "A" else "coalesce(m.prev_cjk, '')"
+    return f"(strpos({text}, %s) > 0)", gram
+
+
 def grams_query(grams: list[str], context: bool) -> str | None:
     """The bigram stage's candidates as tsquery text: messages holding one of the bigrams
     (in their own text, or also in the previous message's with ``context``); a

@@ -35,6 +35,7 @@ from .search import (
     cjk_grams,
     cjk_runs,
     day_words,
+    gram_test,
     grams_query,
     highlight_terms,
     relaxed_query,
@@ -886,7 +887,10 @@ class PostgresSessionStore(hermes.SessionStore):
         tsquery = None
         own = pgschema.OWN_TEXT
         if stage.cjk:
-            where.append("m.cjk")
+            # (coalesce: not the CJK messages' index, whose 5 % of all messages a bitmap
+            # would AND with the words index's few candidates at a cost; walking the
+            # newest CJK messages uses it, see _newest)
+            where.append("coalesce(m.cjk, false)")
         if stage.tsquery is not None:
             # The query as a value of type tsquery (normalized by the server first): the
             # planner then sees which lexemes it holds and how common they are, and
@@ -1013,11 +1017,14 @@ class PostgresSessionStore(hermes.SessionStore):
             # Distinct bigrams weighted by rarity; one in the previous message counts for
             # less (the question may use the words of the turn before the answer), as in
             # the SQLite store; shorter messages first among equals.
+            # (Bigrams are looked up in tsv: cheaper than searching the text for each.)
             weights = self._gram_weights(conn, stage.grams)
-            gram_sql = " + ".join(f"((strpos({own}, %s) > 0)::int + {prev_weight} * "
-                                  "(strpos(coalesce(m.prev_cjk, ''), %s) > 0)::int) * %s" for _ in stage.grams)
-            return (f"-({gram_sql})", [v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)],
-                    f"length({own})")
+            parts, values = [], []
+            for gram, weight in zip(stage.grams, weights, strict=True):
+                (in_own, own_value), (in_prev, prev_value) = gram_test(gram, "A", own), gram_test(gram, "D", own)
+                parts.append(f"({in_own}::int + {prev_weight} * {in_prev}::int) * %s")
+                values += [own_value, prev_value, weight]
+            return f"-({' + '.join(parts)})", values, f"length({own})"
         return "0.0", [], "0"
 
     @staticmethod
@@ -1088,10 +1095,10 @@ class PostgresSessionStore(hermes.SessionStore):
     def _gram_weights(conn: Any, grams: list[str]) -> list[float]:
         """Each bigram's inverse document frequency among the newest GRAM_SAMPLE CJK
         messages (one short scan of the CJK index)."""
-        counts = ", ".join(f"count(*) FILTER (WHERE strpos({pgschema.OWN_TEXT}, %s) > 0) AS g{i}"
-                           for i in range(len(grams)))
+        tests = [gram_test(g, "A", pgschema.OWN_TEXT) for g in grams]
+        counts = ", ".join(f"count(*) FILTER (WHERE {sql}) AS g{i}" for i, (sql, _) in enumerate(tests))
         row = conn.execute(f"SELECT count(*) AS total, {counts} FROM (SELECT * FROM messages WHERE cjk "
-                           "ORDER BY id DESC LIMIT %s) m", (*grams, GRAM_SAMPLE)).fetchone()
+                           "ORDER BY id DESC LIMIT %s) m", (*(v for _, v in tests), GRAM_SAMPLE)).fetchone()
         sample = row["total"]
         return [math.log(1.0 + (sample - row[f"g{i}"] + 0.5) / (row[f"g{i}"] + 0.5)) for i in range(len(grams))]
 
