@@ -55,6 +55,8 @@ _CJK_CLASS = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in CJK_
 _CJK_RE = re.compile(f"[{_CJK_CLASS}]")
 _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 _WORD_RUN_RE = re.compile(r"[^\W_]+")
+# Where a CJK run touches another letter or digit ("迁移到Postgres", "API키를").
+_GLUE_RE = re.compile(f"(?<=[{_CJK_CLASS}])(?=[^\\W_])(?![{_CJK_CLASS}])|(?<=[^\\W_])(?<![{_CJK_CLASS}])(?=[{_CJK_CLASS}])")
 
 #: English words that carry no topic. Dropped only in the relaxed stages: a strict
 #: query keeps every word the user typed.
@@ -129,6 +131,9 @@ class ParsedSearch:
 
     groups: list[list[SearchTerm]] = field(default_factory=list)
     explicit: bool = False
+    #: Positive terms as typed: a word glued to a CJK run ("迁移到Postgres") is one here
+    #: and several terms in ``groups`` (0: not counted, see ``len(positives)``).
+    typed: int = 0
 
     @property
     def terms(self) -> list[SearchTerm]:
@@ -185,7 +190,7 @@ def parse_search(query: str | None) -> ParsedSearch:
     parts = text.split('"')
     if len(parts) % 2 == 0:  # an odd number of quotes: the last one is unbalanced
         parts[-2:] = [parts[-2] + " " + parts[-1]]
-    tokens: list[str | SearchTerm] = []
+    tokens: list[str | SearchTerm | list[SearchTerm]] = []
     explicit = len(parts) > 1
     for i, part in enumerate(parts):
         if i % 2:  # inside quotes
@@ -200,11 +205,14 @@ def parse_search(query: str | None) -> ParsedSearch:
             else:
                 term = _clean_word(word)
                 if term is not None:
-                    tokens.append(term)
+                    # A word glued to a CJK run is its parts, AND-ed (written apart or
+                    # together, the message says the same); after NOT it stays whole.
+                    pieces = [p for p in map(_clean_word, _GLUE_RE.sub(" ", word).split()) if p is not None]
+                    tokens.append([term, *pieces] if len(pieces) > 1 else term)
 
     groups: list[list[SearchTerm]] = [[]]
     negate = False
-    count = 0
+    count = typed = 0
     for token in tokens:
         if token == "OR":
             if groups[-1]:
@@ -214,8 +222,16 @@ def parse_search(query: str | None) -> ParsedSearch:
             negate = True
         elif token == "AND":
             continue
+        elif isinstance(token, list) and count < MAX_TERMS:
+            whole, *pieces = token
+            for piece in ([whole] if negate else pieces)[:MAX_TERMS - count]:
+                groups[-1].append(SearchTerm(piece.text, piece.phrase, piece.prefix, negate))
+                count += 1
+            typed += not negate
+            negate = False
         elif isinstance(token, SearchTerm) and count < MAX_TERMS:
             groups[-1].append(SearchTerm(token.text, token.phrase, token.prefix, negate))
+            typed += not negate
             negate = False
             count += 1
     out: list[list[SearchTerm]] = []
@@ -225,7 +241,7 @@ def parse_search(query: str | None) -> ParsedSearch:
         if all(t.negated for t in group):
             group = [SearchTerm(t.text, t.phrase, t.prefix, False) for t in group]
         out.append(group)
-    return ParsedSearch(out, explicit)
+    return ParsedSearch(out, explicit, typed)
 
 
 def strict_groups(parsed: ParsedSearch) -> list[list[SearchTerm]]:
@@ -362,13 +378,13 @@ def plan_search(query: str | None, *, fallback: bool = True) -> list[SearchStage
                       if informative(SearchTerm(w))]
     latin = _dedupe(latin)
     latin_negatives = [t for t in negatives if not t.cjk]
-    single_term = len(parsed.groups) == 1 and len(positives) == 1
+    single_term = len(parsed.groups) == 1 and (parsed.typed if len(positives) > 1 else len(positives)) == 1
     if parsed.cjk:
         grams = cjk_bigrams(" ".join(t.text for t in positives))[:MAX_GRAMS]
         # One CJK word (up to CJK_KEYWORD characters: most words and idioms) is a
         # keyword, found by the strict stage; a longer run or several terms read as a
         # question.
-        keyword = single_term and sum(len(r) for r in _CJK_RUN_RE.findall(positives[0].text)) <= CJK_KEYWORD
+        keyword = single_term and sum(len(r) for t in positives for r in _CJK_RUN_RE.findall(t.text)) <= CJK_KEYWORD
         if grams and not keyword:
             stages.append(SearchStage("relaxed", "grams", "cjk", grams=grams,
                                       negatives=[t for t in negatives if t.cjk], context=len(grams) > 1))

@@ -21,6 +21,8 @@ from typing import Any
 
 import hermes
 
+from . import schema
+
 REDACTED = "[forgotten]"
 _PREVIEW = 70
 
@@ -118,7 +120,9 @@ def forget(store: Any, request: hermes.ForgetRequest) -> hermes.ForgetReport:
             title = None if (row["title"] and pattern and pattern.search(row["title"])) else row["title"]
             conn.execute("UPDATE sessions SET system_prompt = ?, title = ? WHERE id = ?",
                          (scrub(row["system_prompt"]), title, row["id"]))
-        for table in ("messages_fts", "messages_fts_trigram"):
+        for row in found["messages"]:  # the edit dropped its split-words row (see schema)
+            schema.index_split(conn, row["id"], row["id"])
+        for table in ("messages_fts", "messages_fts_trigram", "messages_fts_split"):
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
         return len(found["whole"]) + len(found["messages"]) + len(found["prompts"])
 

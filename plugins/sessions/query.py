@@ -11,6 +11,7 @@ column filters, a trailing ``*``) do.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -40,6 +41,30 @@ stem = search_stem
 #: The CJK set as a GLOB character class (SQLite compares code points in ranges): the
 #: schema's triggers put a message in the trigram index when its text matches it.
 CJK_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]*"
+
+#: Letters and digits that unicode61 glues to an adjacent CJK character into one token
+#: ("迁移到Postgres完成" is a single word to it): ASCII, Latin-1/Extended, Greek, Cyrillic.
+GLUE_RANGES: tuple[tuple[int, int], ...] = (
+    (0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A), (0xC0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF))
+_CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES)
+_GLUE_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in GLUE_RANGES)
+#: GLOB patterns of a text where a CJK character touches a glued letter or digit (the
+#: schema puts such messages in the split-words index): either order.
+GLUED_GLOBS = (f"*[{_CJK_CLASS}][{_GLUE_CLASS}]*", f"*[{_GLUE_CLASS}][{_CJK_CLASS}]*")
+_CJK_RE_CLASS = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in CJK_RANGES)
+_GLUE_BOUNDARY_RE = re.compile(f"(?<=[{_CJK_RE_CLASS}])(?=[{_GLUE_CLASS}])|(?<=[{_GLUE_CLASS}])(?=[{_CJK_RE_CLASS}])")
+#: Put between a CJK run and a glued word for the split-words index: a zero-width space
+#: is a separator to unicode61 and invisible in a snippet (the store strips it anyway).
+GLUE_BREAK = "\u200b"
+
+
+def split_glued(text: str | None) -> str | None:
+    """``text`` with :data:`GLUE_BREAK` wherever a CJK character touches a glued letter
+    or digit, so unicode61 reads "迁移到\u200bPostgres\u200b完成" as three words."""
+    if not text:
+        return text
+    return _GLUE_BOUNDARY_RE.sub(GLUE_BREAK, text)
+
 
 #: The columns that hold a message's own text (``prev`` and ``day`` are index-only
 #: context): the strict stage matches these only.
@@ -143,8 +168,8 @@ def _like_sql(term: Term, table: str) -> tuple[str, list[str]]:
     pattern = like_pattern(term.text)
     cols = [f"{c[0]}{table}.{c[1:]}" for c in _LIKE_COLUMNS]
     sql = "(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in cols) + ")"
-    if term.negated:
-        sql = f"NOT {sql}"
+    if term.negated:  # a NULL column (no tool name) makes the OR NULL: count it as no match
+        sql = f"NOT ({sql} IS TRUE)"
     return sql, [pattern] * len(cols)
 
 

@@ -20,6 +20,15 @@ Full-text search uses two FTS5 tables kept in sync by triggers:
   one- and two-character CJK terms, too short for trigrams, be found with a LIKE scan
   over that small table instead of over every message.
 
+* ``messages_fts_split`` (unicode61, like ``messages_fts``) holds **only messages where a
+  CJK character touches a Latin letter or digit** ("迁移到Postgres完成", "API키를"): unicode61
+  reads such a stretch as one token, so ``messages_fts`` cannot find "Postgres" in it.
+  This table keeps its own copy of those texts with a zero-width space put at each such
+  boundary, which SQLite cannot do in SQL, so the store fills it from Python
+  (:func:`index_split`) after writing the messages; the delete and update triggers remove
+  a message's row (an edited message is indexed again by whoever edits it, or by
+  ``hermes sessions reindex``). Word searches look in both tables.
+
 Both insert triggers skip rows while ``state_meta`` holds ``fts_deferred``: a bulk write
 sets it inside its own ``BEGIN IMMEDIATE`` transaction, inserts the rows, indexes them
 with one ``INSERT … SELECT`` per index and clears it before committing. No other
@@ -33,9 +42,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from .query import CJK_GLOB
+from .query import CJK_GLOB, GLUED_GLOBS, split_glued
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _tool_args(col: str) -> str:
@@ -55,6 +64,13 @@ def _has_cjk(col: str) -> str:
     # which settles nearly every Latin message before the slower GLOB scan.
     return (f"({col} IS NOT NULL AND length(CAST({col} AS BLOB)) > length({col}) "
             f"AND {col} GLOB '{CJK_GLOB}')")
+
+
+def _glued(col: str) -> str:
+    """SQL: whether ``col`` has a CJK character touching a Latin letter or digit (the
+    ASCII test first, as in :func:`_has_cjk`)."""
+    return (f"({col} IS NOT NULL AND length(CAST({col} AS BLOB)) > length({col}) "
+            f"AND ({col} GLOB '{GLUED_GLOBS[0]}' OR {col} GLOB '{GLUED_GLOBS[1]}'))")
 
 
 _DEFERRED = "(SELECT 1 FROM state_meta WHERE key = 'fts_deferred') IS NULL"
@@ -222,6 +238,17 @@ ON messages BEGIN
                {_prev('new.session_id', 'new.id')}
         WHERE {_NEW_CJK};
 END;
+
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_split USING fts5(
+    content, tool_name, tool_args, tokenize = 'unicode61 remove_diacritics 2', prefix = '3'
+);
+CREATE TRIGGER IF NOT EXISTS messages_split_ad AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts_split WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS messages_split_au AFTER UPDATE OF content, tool_name, tool_calls
+ON messages BEGIN
+    DELETE FROM messages_fts_split WHERE rowid = old.id;
+END;
 """
 
 #: Relevance: a hit in the message text counts twice a hit in a tool name or arguments;
@@ -230,6 +257,7 @@ END;
 PREV_WEIGHT = 0.5
 DAY_WEIGHT = 0.3
 RANK = f"bm25(1.0, 0.5, 0.5, {PREV_WEIGHT}, {DAY_WEIGHT})"
+SPLIT_RANK = "bm25(1.0, 0.5, 0.5)"
 
 
 def index_range_sql(first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
@@ -246,6 +274,29 @@ def index_range_sql(first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
     ]
 
 
+def index_split(conn: sqlite3.Connection, first: int, last: int) -> int:
+    """Put the messages with ids ``first..last`` whose CJK text touches a Latin word into
+    ``messages_fts_split`` (their text split at those boundaries; rows already there are
+    replaced). Returns how many. Run after every write of messages: a trigger cannot
+    split text, SQLite has no function for it."""
+    rows = conn.execute(
+        f"SELECT m.id, m.content, m.tool_name, {_tool_args('m.tool_calls')} FROM messages m "
+        f"WHERE m.id BETWEEN ? AND ? AND ({_glued('m.content')} OR {_glued('m.tool_calls')} "
+        f"OR {_glued('m.tool_name')})", (first, last)).fetchall()
+    if rows:
+        conn.executemany("DELETE FROM messages_fts_split WHERE rowid = ?", [(r[0],) for r in rows])
+        conn.executemany("INSERT INTO messages_fts_split(rowid, content, tool_name, tool_args) VALUES (?, ?, ?, ?)",
+                         [(i, split_glued(c), split_glued(n), split_glued(a)) for i, c, n, a in rows])
+    return len(rows)
+
+
+def index_range(conn: sqlite3.Connection, first: int, last: int) -> None:
+    """Index the messages with ids ``first..last`` in every search table (the bulk path)."""
+    for sql, params in index_range_sql(first, last):
+        conn.execute(sql, params)
+    index_split(conn, first, last)
+
+
 def create(conn: sqlite3.Connection) -> None:
     """Create the current schema in an empty database (inside the caller's transaction)."""
     for statement in _split(TABLES + FTS):
@@ -257,6 +308,7 @@ def create(conn: sqlite3.Connection) -> None:
 def _configure_fts(conn: sqlite3.Connection) -> None:
     for table in ("messages_fts", "messages_fts_trigram"):
         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('rank', ?)", (RANK,))
+    conn.execute("INSERT INTO messages_fts_split(messages_fts_split, rank) VALUES ('rank', ?)", (SPLIT_RANK,))
 
 
 def _split(script: str) -> list[str]:
@@ -302,17 +354,17 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
     _configure_fts(conn)
     last = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
-    for sql, params in index_range_sql(0, last):
-        conn.execute(sql, params)
+    index_range(conn, 0, last)
 
 
 def _recreate_fts(conn: sqlite3.Connection) -> None:
     """Drop both full-text indexes, their view and triggers, create the current layout
     and index every message again."""
     for trigger in ("messages_fts_ai", "messages_fts_ad", "messages_fts_au", "messages_trigram_ai",
-                    "messages_trigram_ad", "messages_trigram_au"):
+                    "messages_trigram_ad", "messages_trigram_au", "messages_split_ad", "messages_split_au"):
         conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-    for table in ("messages_fts_vocab", "messages_fts_trigram_vocab", "messages_fts", "messages_fts_trigram"):
+    for table in ("messages_fts_vocab", "messages_fts_trigram_vocab", "messages_fts", "messages_fts_trigram",
+                  "messages_fts_split"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute("DROP VIEW IF EXISTS messages_fts_source")
     for statement in _split(TABLES + FTS):
@@ -341,6 +393,16 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
         _recreate_fts(conn)
 
 
+def _v4_to_v5(conn: sqlite3.Connection) -> None:
+    """v5 adds ``messages_fts_split`` (the words of messages where CJK text touches a
+    Latin word, split apart) and fills it; the other two indexes stay as they are."""
+    if "messages_fts_split" not in _tables(conn):  # else an earlier step built it already
+        for statement in _split(TABLES + FTS):
+            conn.execute(statement)  # IF NOT EXISTS: only the new table and its triggers
+        conn.execute("INSERT INTO messages_fts_split(messages_fts_split, rank) VALUES ('rank', ?)", (SPLIT_RANK,))
+        index_split(conn, 0, conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
+
+
 #: Messages indexed per statement by :func:`rebuild_index` (progress granularity).
 REINDEX_CHUNK = 20_000
 
@@ -353,6 +415,7 @@ def rebuild_index(conn: sqlite3.Connection, *, progress: Callable[[int], None] |
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
     if not words_only:
         conn.execute("DELETE FROM messages_fts_trigram")
+        conn.execute("DELETE FROM messages_fts_split")
     first, last = conn.execute("SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM messages").fetchone()
     total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
     start = first
@@ -361,6 +424,8 @@ def rebuild_index(conn: sqlite3.Connection, *, progress: Callable[[int], None] |
         statements = index_range_sql(start, end)
         for sql, params in statements[:1] if words_only else statements:
             conn.execute(sql, params)
+        if not words_only:
+            index_split(conn, start, end)
         if progress is not None:
             progress(conn.execute("SELECT count(*) FROM messages WHERE id BETWEEN ? AND ?",
                                   (start, end)).fetchone()[0])
@@ -368,7 +433,8 @@ def rebuild_index(conn: sqlite3.Connection, *, progress: Callable[[int], None] |
     return total
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
+                                                               4: _v4_to_v5}
 
 def migrate(conn: sqlite3.Connection, version: int) -> int:
     """Run every migration from ``version`` up to :data:`SCHEMA_VERSION` (inside the

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import hermes
 
 from . import schema
-from .query import OWN_COLUMNS, RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
+from .query import GLUE_BREAK, OWN_COLUMNS, RELAX_BELOW, Stage, loosen, parse, plan, relaxed_match
 
 log = logging.getLogger("hermes.sessions")
 
@@ -50,9 +50,11 @@ MAX_PAIR_TRIGRAMS = 300
 #: the words of the question (0.3-1.0 tried on the recall corpus' tuning half; 0.8 best).
 CJK_PREV_WEIGHT = 0.8
 #: At most this many trigrams narrow the CJK bigram stage; a question of only common
-#: bigrams ranks the newest RECENT_CJK CJK messages instead.
+#: bigrams ranks the newest MAX_GRAM_CANDIDATES CJK messages instead.
 MAX_GRAM_TRIGRAMS = 400
-RECENT_CJK = 20_000
+#: The CJK bigram stage scores at most this many candidate messages (the newest): at 1M
+#: messages scoring 20,000 took ~100 ms on an idle machine, 5,000 ~20 ms.
+MAX_GRAM_CANDIDATES = 5000
 #: Hops a lineage walk may take before it stops (cycle and corruption guard).
 MAX_HOPS = 1000
 _CONTEXT_CHARS = 200
@@ -394,8 +396,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             return
         last = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         if last > start:
-            for sql, params in schema.index_range_sql(start + 1, last):
-                conn.execute(sql, params)
+            schema.index_range(conn, start + 1, last)
             self._local.batch = last
 
     def _ensure_schema(self) -> None:
@@ -859,12 +860,12 @@ class SQLiteSessionStore(hermes.SessionStore):
             conn.executemany(insert, rows)
             last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
             first = last - len(rows) + 1
-            for sql, params in schema.index_range_sql(first, last):
-                conn.execute(sql, params)
+            schema.index_range(conn, first, last)
             conn.execute("DELETE FROM state_meta WHERE key = 'fts_deferred'")
             ids = list(range(first, last + 1))
         else:
             ids = [int(conn.execute(insert, row).lastrowid or 0) for row in rows]
+            schema.index_split(conn, ids[0], ids[-1])  # the triggers index the rest
         calls = sum(self._tool_call_count(r[1], m.get("tool_calls")) for r, m in zip(rows, messages, strict=True))
         conn.execute(
             "UPDATE sessions SET message_count = message_count + ?, "
@@ -1087,6 +1088,26 @@ class SQLiteSessionStore(hermes.SessionStore):
         stage = self._drop_common_terms(conn, stage, seen)
         if stage.pairs and stage.match is None:
             stage = self._narrow_pairs(conn, stage)
+        hits = self._run_table(conn, stage, table, query, filter_sql, filter_params, count, exclude)
+        if stage.index != "words":
+            return hits
+        # Messages where CJK text touches a Latin word hold that word glued to the CJK run
+        # in messages_fts; their split copy is searched with the same expression.
+        more = self._run_table(conn, stage, "messages_fts_split", query, filter_sql, filter_params, count,
+                               exclude + [h["id"] for h in hits])
+        if not more:
+            return hits
+        merged = hits + more
+        if stage.ranked and all(h["mode"] == stage.mode for h in merged):
+            merged.sort(key=lambda h: (h["score"], -h["id"]))  # bm25: lower is better
+        else:
+            merged.sort(key=lambda h: -h["id"])
+        return merged[:count]
+
+    def _run_table(self, conn: sqlite3.Connection, stage: Stage, table: str, query: str, filter_sql: str,
+                   filter_params: list[Any], count: int, exclude: list[int]) -> list[hermes.SearchHit]:
+        if stage.combine == "grams":
+            return self._run_grams(conn, stage, query, filter_sql, filter_params, count, exclude)
         where, params = _stage_where(stage, table, filter_sql, filter_params, exclude)
         joins = f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id"
         mode = stage.mode
@@ -1108,9 +1129,7 @@ class SQLiteSessionStore(hermes.SessionStore):
                 # messages directly instead of matching the terms a second time.
                 return self._hits(_rows_by_id(conn, [r[0] for r in newest[:count]]), stage, query,
                                   f"{stage.mode}-recent")
-        if stage.combine == "grams":
-            score, order, where, params, mode = self._grams_ranking(conn, stage, table, where, params)
-        elif stage.match is None or not stage.ranked:
+        if stage.match is None or not stage.ranked:
             # newest first: the index walks its rows in that order and stops early
             score, order = "0.0", f"{table}.rowid DESC"
         else:
@@ -1124,38 +1143,63 @@ class SQLiteSessionStore(hermes.SessionStore):
         rows = conn.execute(sql, (*params, count)).fetchall()
         return self._hits(rows, stage, query, mode)
 
-    def _grams_ranking(self, conn: sqlite3.Connection, stage: Stage, table: str, where: list[str],
-                       params: list[Any]) -> tuple[str, str, list[str], list[Any], str]:
-        """Score, order, conditions, parameters and mode of the CJK bigram stage: the CJK
-        messages ranked by the distinct bigrams of the question they contain, each
-        weighted by its rarity; a bigram in the previous message counts for less (the
-        question may use the words of the turn before the answer)."""
+    def _run_grams(self, conn: sqlite3.Connection, stage: Stage, query: str, filter_sql: str,
+                   filter_params: list[Any], count: int, exclude: list[int]) -> list[hermes.SearchHit]:
+        """The CJK bigram stage: the CJK messages ranked by the distinct bigrams of the
+        question they contain, each weighted by its rarity; a bigram in the previous
+        message counts for less (the question may use the words of the turn before the
+        answer).
+
+        Cost is bounded three ways: a bigram no message holds is left out (a question
+        about something never discussed reads nothing at all); only the messages holding
+        one of the rarer bigrams are candidates (their trigrams, OR-ed), at most
+        MAX_GRAM_CANDIDATES of them, newest first; and each candidate's score is computed
+        once, in a subquery, before the ordering (in one flat query SQLite computed it for
+        the filter, the ordering and the result alike)."""
+        table = "messages_fts_trigram"
         mode = stage.mode
         prev_weight = CJK_PREV_WEIGHT if stage.context else 0.0
         weights, trigrams = self._gram_stats(conn, stage.grams)
+        kept = [(g, w, t) for g, w, t in zip(stage.grams, weights, trigrams, strict=True) if t is None or t]
+        if not kept:
+            return []
         counts = " + ".join(f"((instr({table}.content, ?) > 0) + {prev_weight} * "
-                            f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in stage.grams)
+                            f"(instr(coalesce({table}.prev, ''), ?) > 0)) * ?" for _ in kept)
+        params: list[Any] = [v for g, w, _ in kept for v in (g, g, w)]
         # Read only the messages holding one of the bigrams rare enough to list (their
         # trigrams, OR-ed): a message with only common bigrams would rank low anyway.
         narrow: list[str] = []
-        for _, listed in sorted(zip(weights, trigrams, strict=True), key=lambda x: -x[0]):
+        for _, _, listed in sorted(kept, key=lambda x: -x[1]):
             if listed is not None and len(narrow) + len(listed) <= MAX_GRAM_TRIGRAMS:
                 narrow += listed  # rarest bigrams first, while the OR stays small
-        match = []
-        where = list(where)
+        where: list[str] = []
         if narrow:
-            match = ["{content prev} : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in narrow) + ")"]
-        else:  # only common bigrams: look at the newest CJK messages, and say so
+            where.append(f"{table} MATCH ?")
+            params.append("{content prev} : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in narrow) + ")")
+        else:  # only common bigrams: rank the newest CJK messages (the cap below), and say so
             mode = f"{stage.mode}-recent"
-            where.append(f"{table}.rowid >= coalesce((SELECT rowid FROM {table} ORDER BY rowid DESC "
-                         f"LIMIT 1 OFFSET {RECENT_CJK}), 0)")
-        where[:0] = ["score >= ?"] + ([f"{table} MATCH ?"] if match else [])
-        params = [*(v for g, w in zip(stage.grams, weights, strict=True) for v in (g, g, w)),
-                  min(weights), *match, *params]
         for term in stage.negatives:
             where.append(f"instr({table}.content, ?) = 0")
             params.append(term.text)
-        return f"({counts})", f"score DESC, length({table}.content), {table}.rowid DESC", where, params, mode
+        joins = ""
+        if filter_sql or exclude:  # filter before the cap, or a narrow filter could find too little
+            scoring = 3 * len(kept)  # the SELECT's parameters come first
+            where, where_args = _stage_where(Stage(mode, "trigram", where=" AND ".join(where), params=params[scoring:]),
+                                             table, filter_sql, filter_params, exclude)
+            params = params[:scoring] + where_args
+            joins = f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id"
+        params.append(MAX_GRAM_CANDIDATES)
+        sql = (
+            f"SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, "
+            f"s.source, s.model, s.started_at AS session_started, s.title AS session_title, "
+            f"NULL AS snippet, c.score AS score FROM ("
+            f"SELECT {table}.rowid AS id, ({counts}) AS score, length({table}.content) AS len "
+            f"FROM {table} {joins} WHERE {' AND '.join(where) or 'true'} ORDER BY {table}.rowid DESC LIMIT ?) c "
+            f"JOIN messages m ON m.id = c.id JOIN sessions s ON s.id = m.session_id "
+            f"WHERE c.score >= ? ORDER BY c.score DESC, c.len, c.id DESC LIMIT ?"
+        )
+        rows = conn.execute(sql, (*params, min(w for _, w, _ in kept), count)).fetchall()
+        return self._hits(rows, stage, query, mode)
 
     @staticmethod
     def _hits(rows: list[sqlite3.Row], stage: Stage, query: str, mode: str) -> list[hermes.SearchHit]:
@@ -1163,6 +1207,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         hits: list[hermes.SearchHit] = []
         for r in rows:
             snip = r["snippet"] if r["snippet"] is not None else _like_snippet(r["content"] or "", terms)
+            snip = snip.replace(GLUE_BREAK, "") if snip else snip  # the split index's word breaks
             hits.append({
                 "id": r["id"], "session_id": r["session_id"], "role": r["role"],
                 "snippet": snip or "", "timestamp": r["timestamp"], "tool_name": r["tool_name"],
@@ -1201,7 +1246,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             for (line,) in conn.execute("PRAGMA quick_check"):
                 if line != "ok":
                     problems.append(line)
-            for table in ("messages_fts", "messages_fts_trigram"):
+            for table in ("messages_fts", "messages_fts_trigram", "messages_fts_split"):
                 try:
                     conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
                 except sqlite3.DatabaseError as exc:
@@ -1238,7 +1283,7 @@ class SQLiteSessionStore(hermes.SessionStore):
 
     def optimize(self) -> None:
         """Merge the full-text indexes' segments (after a big import searches get faster)."""
-        for table in ("messages_fts", "messages_fts_trigram"):
+        for table in ("messages_fts", "messages_fts_trigram", "messages_fts_split"):
             def merge(c: sqlite3.Connection, t: str = table) -> None:
                 c.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')")
             self._write(merge, timeout=max(self.write_timeout, 120.0))
