@@ -54,6 +54,7 @@ from hermes.threat_model import (
     _substantial,
     chunks,
     corpus_side,
+    discount,
     features,
 )
 
@@ -64,15 +65,32 @@ GEN = DATA / "gen"
 EXTRA = DATA / "benign_extra.jsonl"
 CONCEPTS = ROOT / "kernel" / "threat_concepts.yaml"
 CHAT = ROOT / "benchmarks" / "recall_corpus" / "sessions.jsonl"
-L2 = float(os.environ.get("SCANNER_L2", 2e-5))
-STEPS = int(os.environ.get("SCANNER_STEPS", 1500))
+L2 = float(os.environ.get("SCANNER_L2", 1e-6))
+STEPS = int(os.environ.get("SCANNER_STEPS", 2000))
 RATE = float(os.environ.get("SCANNER_RATE", 8.0))
 MOMENTUM = 0.9
 QUANT = 100  # weights are stored as integers of 1/QUANT …
 PRUNE = 0.05  # … and weights smaller than this are dropped (in the cross-validation too)
 FOLDS = 5
+MISSED = float(os.environ.get("SCANNER_MISSED", 3.0))
 #: Shares of the benign side's total weight (attacks weigh 0.5 in all).
-SHARES = {"labelled": 0.3, "chat": 0.1, "docs": 0.1}
+SHARES = {"labelled": 0.3, "long": 0.1, "chat": 0.05, "docs": 0.05}
+if os.environ.get("SCANNER_SHARES"):  # experiments: labelled,chat,docs
+    SHARES = dict(zip(SHARES, map(float, os.environ["SCANNER_SHARES"].split(",")), strict=True))
+if os.environ.get("SCANNER_EXPERIMENT"):  # experiments: extra features, patched in for a trial
+    import importlib
+
+    _extra = importlib.import_module(os.environ["SCANNER_EXPERIMENT"])
+    _plain = features
+
+    def features(lower: str, lexicon: Lexicon | None = None) -> list[str]:  # type: ignore[no-redef]
+        if hasattr(_extra, "replace"):
+            return _extra.replace(lower, lexicon, _plain)
+        return _plain(lower, lexicon) + _extra.extra(lower)
+
+    import hermes.threat_model as _tm
+
+    _tm.features = features
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -150,7 +168,7 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "hint", "label", "pieces", "text")
+    __slots__ = ("feats", "group", "hint", "label", "pieces", "ruled", "text")
 
     def __init__(self, text: str, label: int, group: str) -> None:
         self.text, self.label, self.group = text, label, group
@@ -159,20 +177,24 @@ class Sample:
         # Attacks are trained on whole; a long benign text on each piece (what is scored).
         units = [lower] if label or len(lower) <= CHUNK else self.pieces
         self.feats = [sorted(set(features(u, LEXICON))) for u in units]
-        self.hint = False
+        self.hint = self.ruled = False
 
 
 def load_samples() -> list[Sample]:
     samples = []
     labelled = read_jsonl(TUNE) + gen_rows("train")
     for row in labelled:
-        samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, "attack" if row["label"] == "attack" else "labelled"))
+        # Long labelled documents (gen/docs.jsonl) are their own benign group: a long text
+        # has many pieces, so many chances of a false positive.
+        group = "attack" if row["label"] == "attack" else "long" if row.get("set") == "gen/docs" else "labelled"
+        samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, group))
     samples += [Sample(t, 0, "chat") for t in chat_texts()]
     samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
     rules = load_rules()
     for s in samples:  # a weak hint the rules raise (and do not block on) — where hint_threshold applies
         report = scan(s.text, scope="memory", rules=rules)
         s.hint = 0 < report.score < report.threshold
+        s.ruled = report.blocked
     return samples
 
 
@@ -181,9 +203,14 @@ def design(samples: list[Sample], vocab: dict[str, int]) -> tuple[np.ndarray, ..
     rows, cols, vals, y, wt = [], [], [], [], []
     totals = Counter(s.group for s in samples)
     shares = {"attack": 0.5, **SHARES}
+    # The model complements the rules: attacks they miss weigh MISSED times more.
+    attack_mass = sum(MISSED if not s.ruled else 1.0 for s in samples if s.group == "attack")
     r = 0
     for s in samples:
-        w = shares[s.group] / totals[s.group] / len(s.feats)
+        if s.group == "attack":
+            w = shares["attack"] * (MISSED if not s.ruled else 1.0) / attack_mass
+        else:
+            w = shares[s.group] / totals[s.group] / len(s.feats)
         for fs in s.feats:
             scale = 1 / np.sqrt(max(len(fs), MIN_FEATURES))
             for f in fs:
@@ -221,7 +248,8 @@ def fit(samples: list[Sample]) -> tuple[dict[str, float], float]:
 
 def best_prob(model: ThreatModel, s: Sample) -> float:
     """As at scan time: the best piece of at least MIN_WORDS words."""
-    return max((model.score(p) for p in s.pieces if _substantial(p, MIN_WORDS)), default=0.0)
+    scores = [model.score(p) for p in s.pieces if _substantial(p, MIN_WORDS)]
+    return discount(max(scores, default=0.0), len(scores))
 
 
 def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
@@ -260,9 +288,13 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
     for g in SHARES:
         m = groups == g
         report[f"cv_false_positive_rate_{g}"] = round(float(((oof >= alone) | (hint & (oof >= with_hint)))[m].mean()), 4)
+    print({g: round(lowest_threshold(oof[groups == g], max_fp), 3) for g in SHARES}, file=sys.stderr)
+    missed = attack & ~np.array([s.ruled for s in samples])
+    report["cv_block_rate_of_attacks_the_rules_miss"] = round(float((oof[missed] >= alone).mean()), 4)
     for budget in (0.005, 0.01, 0.02):  # the trade-off, for the record (stderr)
         t = max(lowest_threshold(oof[groups == g], budget) for g in SHARES)
-        print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}", file=sys.stderr)
+        print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
+              f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
     return round(alone, 3), round(with_hint, 3), report
 
 

@@ -178,6 +178,19 @@ def corpus_side(text: str) -> str:
     return "train" if digest[0] % 2 == 0 else "dev"
 
 
+#: A long text is many pieces, so many chances for one of them to look like an attack
+#: by accident: the best piece's log-odds are lowered by PIECE_DISCOUNT * ln(pieces).
+PIECE_DISCOUNT = 0.5
+
+
+def discount(p: float, pieces: int) -> float:
+    """``p``, the best of ``pieces`` probabilities, discounted for the number of tries."""
+    if pieces <= 1 or p <= 0.0 or p >= 1.0:
+        return p
+    z = math.log(p / (1 - p)) - PIECE_DISCOUNT * math.log(pieces)
+    return 1 / (1 + math.exp(-z))
+
+
 def _substantial(piece: str, least_words: int) -> bool:
     words = len(piece.split())
     return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
@@ -205,15 +218,16 @@ class ThreatModel:
         """The highest-scoring piece of ``lower``: its probability and span. With
         ``least_words``, only pieces of at least that many words count (a piece of
         unspaced script, three characters a word)."""
-        best, where = 0.0, (0, 0)
+        best, where, pieces = 0.0, (0, 0), 0
         score = self.score
         for start, end in chunks(lower):
             if least_words and not _substantial(lower[start:end], least_words):
                 continue
+            pieces += 1
             p = score(lower[start:end])
             if p > best:
                 best, where = p, (start, end)
-        return best, where
+        return discount(best, pieces), where
 
     def evidence(self, piece: str, top: int = 4) -> list[str]:
         """The features of ``piece`` that pushed hardest towards "attack"."""
