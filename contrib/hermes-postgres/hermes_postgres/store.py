@@ -80,6 +80,42 @@ PREV_WEIGHT = 0.8
 CONTEXT_WEIGHT = 0.65
 RANK_NORMALIZATION = 1
 _CONTEXT_CHARS = 200
+
+# -- the write path ------------------------------------------------------------------------
+#: Creates a missing session and counts the messages being added; its row lock orders
+#: concurrent appends to one session (and only to that one). Parameters: id, started_at,
+#: messages, tool calls, last_active_at.
+_UPSERT_SESSION = (
+    "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, last_active_at) "
+    "VALUES (%s, 'unknown', %s, %s, %s, %s) ON CONFLICT (hermes_user, hermes_profile, id) DO UPDATE SET "
+    "message_count = sessions.message_count + excluded.message_count, "
+    "tool_call_count = sessions.tool_call_count + excluded.tool_call_count, "
+    "last_active_at = greatest(coalesce(sessions.last_active_at, 0), excluded.last_active_at)")
+#: Inserts one message (parameters: PostgresSessionStore._message_params). Its context
+#: (the previous message's text, weight D) is read by the statement itself, from the
+#: messages its snapshot holds. ``{after_upsert}`` names the upsert's output when both
+#: run as one statement, which makes the insert wait for the upsert's row lock.
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, tool_text, "
+    "timestamp, token_count, finish_reason, reasoning, cjk, prev_cjk, tsv) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "CASE WHEN %s AND hermes_has_cjk(p.prev) THEN p.prev END, "
+    "setweight(to_tsvector('hermes_words', %s), 'A') || "
+    "setweight(to_tsvector('hermes_words', hermes_words(coalesce(p.prev, '') || ' ' || %s)), 'D') "
+    "FROM {after_upsert}(SELECT (SELECT CASE WHEN q.role IN ('user', 'assistant') THEN left(q.content, "
+    f"{PREV_CHARS}) END FROM messages q WHERE q.session_id = %s ORDER BY q.id DESC LIMIT 1) AS prev) p "
+    "RETURNING id")
+#: An append as ONE statement (one round trip, one implicit transaction, a third of the
+#: client and server CPU of two pipelined statements): upsert, then insert. In READ
+#: COMMITTED the statement's snapshot is taken before the upsert waits for the session's
+#: row lock, so a message another process appended meanwhile is not in it: ``raced``
+#: compares the session's message count in the snapshot (``seen``) with the locked row's,
+#: and the store then recomputes the context (:meth:`PostgresSessionStore._checked_context`).
+_APPEND_ONE = (
+    f"WITH up AS ({_UPSERT_SESSION} RETURNING message_count), "
+    "seen AS (SELECT coalesce((SELECT message_count FROM sessions WHERE id = %s), 0) AS n), "
+    f"ins AS ({_INSERT_MESSAGE.format(after_upsert='up, ')}) "
+    "SELECT ins.id, up.message_count <> seen.n + 1 AS raced FROM ins, up, seen")
 #: plugins.postgres.synchronous_commit: durable at commit, or flushed in the background.
 SYNCHRONOUS_COMMIT = ("on", "off")
 
@@ -291,16 +327,13 @@ class PostgresSessionStore(hermes.SessionStore):
         except psycopg.OperationalError as exc:
             raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
 
-    def _write(self, fn: Callable[[Any], Any], *, pipeline: bool = False) -> Any:
+    def _write(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
         """Run ``fn(conn)`` in one transaction (a savepoint inside :meth:`batch`),
         retrying deadlocks and serialization failures until ``write_timeout``.
 
-        ``pipeline=True``: ``fn`` only sends statements and returns a function that
-        reads their results, which :meth:`_write` calls afterwards. Outside a batch the
-        statements then go out in one pipeline with ONE Sync: one round trip, and the
-        server runs everything before a Sync as one implicit transaction (the pooled
-        connections are autocommit, so no BEGIN/COMMIT is needed). ``fn`` must not read
-        a result itself: a read sends a Sync, which would commit half the write."""
+        ``single=True``: ``fn`` writes with ONE statement, which on the pooled
+        (autocommit) connections is a transaction of its own: no BEGIN and COMMIT round
+        trips. (Anything ``fn`` runs after it is a transaction of its own too.)"""
         import psycopg
         from psycopg import errors
 
@@ -308,13 +341,10 @@ class PostgresSessionStore(hermes.SessionStore):
         while True:
             try:
                 with self._conn() as conn:
-                    if pipeline and getattr(self._local, "batch", None) is None:
-                        with conn.pipeline():
-                            finish = fn(conn)
-                        return finish()
+                    if single and getattr(self._local, "batch", None) is None:
+                        return fn(conn)
                     with conn.transaction():
-                        result = fn(conn)
-                        return result() if pipeline else result
+                        return fn(conn)
             except (errors.DeadlockDetected, errors.SerializationFailure, errors.LockNotAvailable) as exc:
                 if getattr(self._local, "batch", None) is not None:
                     raise  # the batch's transaction is aborted: the batch fails as a whole
@@ -664,56 +694,53 @@ class PostgresSessionStore(hermes.SessionStore):
         }
 
     def _insert_messages(self, conn: Any, session_id: str, messages: list[dict[str, Any]]) -> list[int]:
-        """Insert messages into one session (created when missing) in the caller's
-        transaction; returns their ids."""
-        return self._send_insert(conn, session_id, messages)()
-
-    def _send_insert(self, conn: Any, session_id: str, messages: list[dict[str, Any]]) -> Callable[[], list[int]]:
-        """Send the statements inserting messages into one session (created when
-        missing); the returned function reads their ids. For one message nothing is read
-        before it is called, so :meth:`append_message` sends the whole write in one
-        pipeline. The session row is updated FIRST: its row lock orders concurrent
-        appends to one session, and appends to other sessions never wait."""
+        """Insert messages into one session (created when missing); returns their ids.
+        The session row is updated FIRST: its row lock orders concurrent appends to one
+        session, and appends to other sessions never wait. One message is one statement
+        (:data:`_APPEND_ONE`); several need the caller's transaction."""
         now = time.time()
         rows = [self._message(m, now) for m in messages]
         if not rows:
-            return lambda: []
+            return []
         sid = _text(session_id) or ""
         stamps = [r["timestamp"] for r in rows]
-        # One upsert creates a missing session and counts the messages; its row lock
-        # orders concurrent appends to this session (and only to this one).
-        conn.execute(
-            "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, last_active_at) "
-            "VALUES (%s, 'unknown', %s, %s, %s, %s) ON CONFLICT (hermes_user, hermes_profile, id) DO UPDATE SET "
-            "message_count = sessions.message_count + excluded.message_count, "
-            "tool_call_count = sessions.tool_call_count + excluded.tool_call_count, "
-            "last_active_at = greatest(coalesce(sessions.last_active_at, 0), excluded.last_active_at)",
-            (sid, min(stamps), len(rows), sum(r["n_calls"] for r in rows), max(stamps)))
-        params = [(sid, r["role"], r["content"], r["tool_call_id"], r["tool_calls"], r["tool_name"], r["tool_text"],
-                   r["timestamp"], r["token_count"], r["finish_reason"], r["reasoning"], r["cjk"], r["cjk"],
-                   r["own"], day_words(r["timestamp"]), sid) for r in rows]
-        # The context (the previous message's text, weight D) is read by the statement
-        # itself: no round trip, and always the message committed before this one.
-        sql = ("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, tool_text, "
-               "timestamp, token_count, finish_reason, reasoning, cjk, prev_cjk, tsv) "
-               "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-               "CASE WHEN %s AND hermes_has_cjk(p.prev) THEN p.prev END, "
-               "setweight(to_tsvector('hermes_words', %s), 'A') || "
-               "setweight(to_tsvector('hermes_words', hermes_words(coalesce(p.prev, '') || ' ' || %s)), 'D') "
-               "FROM (SELECT (SELECT CASE WHEN q.role IN ('user', 'assistant') THEN left(q.content, "
-               f"{PREV_CHARS}) END FROM messages q WHERE q.session_id = %s ORDER BY q.id DESC LIMIT 1) AS prev) p "
-               "RETURNING id")
-        if len(params) == 1:
-            one = conn.execute(sql, params[0])
-            return lambda: [one.fetchone()["id"]]
+        counts = (sid, min(stamps), len(rows), sum(r["n_calls"] for r in rows), max(stamps))
+        params = [self._message_params(sid, r) for r in rows]
+        if len(rows) == 1:
+            # One statement: the upsert, then (its output feeding the insert) the message.
+            return [self._checked_context(conn, conn.execute(_APPEND_ONE, (*counts, sid, *params[0])).fetchone())]
+        conn.execute(_UPSERT_SESSION, counts)
         ids: list[int] = []
         with conn.cursor() as cur:
-            cur.executemany(sql, params, returning=True)
+            cur.executemany(_INSERT_MESSAGE.format(after_upsert=""), params, returning=True)
             while True:
                 ids.append(cur.fetchone()["id"])
                 if not cur.nextset():
                     break
-        return lambda: ids
+        return ids
+
+    @staticmethod
+    def _message_params(sid: str, r: dict[str, Any]) -> tuple[Any, ...]:
+        return (sid, r["role"], r["content"], r["tool_call_id"], r["tool_calls"], r["tool_name"], r["tool_text"],
+                r["timestamp"], r["token_count"], r["finish_reason"], r["reasoning"], r["cjk"], r["cjk"],
+                r["own"], day_words(r["timestamp"]), sid)
+
+    def _checked_context(self, conn: Any, row: dict[str, Any]) -> int:
+        """The id of a message :data:`_APPEND_ONE` stored; when another process appended
+        to the same session between the statement's start and its row lock (``raced``:
+        the statement's snapshot did not hold that message), the context words it read
+        are those of the message before, so they are computed again from the committed
+        rows (a second, rare round trip; search columns only)."""
+        if row["raced"]:
+            import psycopg
+
+            try:
+                with conn.transaction():  # a failure here must not fail (and retry) the append
+                    conn.execute(pgschema.rebuild_sql("x.id = %s"), (row["id"],))
+            except psycopg.Error as exc:
+                log.warning("message %s: its search context was not recomputed (%s); "
+                            "hermes sessions reindex does it", row["id"], exc)
+        return int(row["id"])
 
     def append_message(self, session_id: str, role: str, content: str | None = None, *,
                        tool_name: str | None = None, tool_calls: list[dict] | None = None,
@@ -723,7 +750,7 @@ class PostgresSessionStore(hermes.SessionStore):
         message = {"role": role, "content": content, "tool_name": tool_name, "tool_calls": tool_calls,
                    "tool_call_id": tool_call_id, "token_count": token_count, "finish_reason": finish_reason,
                    "reasoning": reasoning, "timestamp": timestamp}
-        return self._write(lambda c: self._send_insert(c, session_id, [message]), pipeline=True)[0]
+        return self._write(lambda c: self._insert_messages(c, session_id, [message]), single=True)[0]
 
     #: Messages per transaction in :meth:`append_messages` (bounds a transaction's size).
     BULK_BATCH = 5000
@@ -927,7 +954,7 @@ class PostgresSessionStore(hermes.SessionStore):
         newest = count if rank != "grams" else GRAM_RECENT  # the bigram stage ranks its newest candidates
         scored: list[tuple[float, int, int]] = []  # (score, tie-break, id): ascending is best first
         if not rank:
-            ids = self._newest(conn, cond, params, stage.cjk, count)
+            ids = self._newest(conn, cond, params, stage.cjk, count, walk=not filter_sql)
             scored = [(0.0, 0, i) for i in ids]
         else:
             total = self._estimated_messages(conn)
@@ -1029,11 +1056,16 @@ class PostgresSessionStore(hermes.SessionStore):
         return "0.0", [], "0"
 
     @staticmethod
-    def _newest(conn: Any, cond: str, params: list[Any], cjk: bool, n: int) -> list[int]:
+    def _newest(conn: Any, cond: str, params: list[Any], cjk: bool, n: int, *, walk: bool = True) -> list[int]:
         """The ids of the newest ``n`` messages meeting ``cond``, walking the id index (the
         CJK messages' index for ``cjk``) backwards. The subquery's OFFSET keeps the
         planner on that walk: estimating a prefix or an AND of common words it may think
-        them rare and read every match through the GIN index to sort them instead."""
+        them rare and read every match through the GIN index to sort them instead.
+        ``walk=False`` leaves the plan to the planner (filters such as one session's
+        messages have indexes of their own)."""
+        if not walk:
+            return [r["id"] for r in conn.execute(f"SELECT m.id FROM messages m WHERE {cond} ORDER BY m.id DESC "
+                                                  "LIMIT %s", (*params, n), prepare=False)]
         inner = "SELECT * FROM messages WHERE cjk" if cjk else "SELECT * FROM messages"
         return [r["id"] for r in conn.execute(f"SELECT m.id FROM ({inner} ORDER BY id DESC OFFSET 0) m "
                                               f"WHERE {cond} LIMIT %s", (*params, n), prepare=False)]

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from hermes_postgres.lock import PostgresSessionLock, SessionBusyError
+from hermes_postgres.schema import rebuild_sql
 from hermes_postgres.store import PostgresSessionStore
 
 PROCESSES, APPENDS = 8, 1000
@@ -48,6 +49,14 @@ def test_eight_processes_thousand_appends_each(pg_cluster, pg_user) -> None:
     ids = [m["id"] for m in shared]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert store.count_messages() == PROCESSES * APPENDS
+    # Every message's search context is its committed predecessor's text, also where
+    # another process appended to the shared session while this append waited for it.
+    with store._pool.connection() as conn, conn.transaction(force_rollback=True):
+        before = conn.execute("SELECT id, tsv::text AS tsv, prev_cjk FROM messages ORDER BY id").fetchall()
+        conn.execute(rebuild_sql("true"))  # what a reindex computes from the rows alone
+        after = conn.execute("SELECT id, tsv::text AS tsv, prev_cjk FROM messages ORDER BY id").fetchall()
+    assert len(before) == PROCESSES * APPENDS
+    assert [r for r, s in zip(before, after, strict=True) if r != s] == []
     store.close()
 
 
