@@ -1,0 +1,86 @@
+"""The rank cap and the planner's estimates (hermes_postgres.store._run_stage): a stage with
+more matches than the cap lists the newest, in the SQLite store's mode names, whether the
+decision comes from the planner's estimate (large tables) or from reading the matches
+(small ones) — and the estimates never change what a small store finds."""
+
+from __future__ import annotations
+
+import pytest
+from hermes_postgres import store as pgstore
+from hermes_postgres.store import PostgresSessionStore
+
+from hermes.plugins.sessions import store as litestore
+from hermes.plugins.sessions.store import SQLiteSessionStore
+
+T0 = 1_700_000_000.0
+
+
+def _fill(store) -> list[int]:
+    store.create_session("fruit", started_at=T0)
+    ids = []
+    for i in range(12):
+        ids.append(store.append_message("fruit", "user", f"kiwi number {i} is ripe", timestamp=T0 + i))
+    for i in range(3):
+        ids.append(store.append_message("fruit", "assistant", f"mango {i} mango", timestamp=T0 + 20 + i))
+    return ids
+
+
+@pytest.mark.parametrize("estimates_from", [0, 10**12], ids=["planner-estimates", "read-the-matches"])
+def test_more_matches_than_the_cap_lists_the_newest(pg_cluster, pg_user, tmp_path, monkeypatch,
+                                                   estimates_from: int) -> None:
+    monkeypatch.setattr(pgstore, "RANK_LIMIT", 5)
+    monkeypatch.setattr(litestore, "RANK_LIMIT", 5)
+    monkeypatch.setattr(pgstore, "ESTIMATES_FROM", estimates_from)
+    pg = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
+    lite = SQLiteSessionStore(tmp_path / "state.db")
+    try:
+        kiwis = _fill(pg)[:12]
+        _fill(lite)
+        pg._read(lambda c: c.execute("ANALYZE messages"))
+        hits = pg.search_messages("kiwi", limit=3)
+        assert [h["id"] for h in hits] == kiwis[::-1][:3]  # the newest three, newest first
+        assert {h["mode"] for h in hits} == {"strict-recent"}
+        mangos = pg.search_messages("mango")
+        assert len(mangos) == 3 and {h["mode"] for h in mangos} == {"strict"}  # 3 < cap: ranked
+        for query in ("kiwi", "mango", "ripe kiwi", "kiwi OR mango"):
+            mine = [(h["position"], h["mode"]) for h in pg.search_messages(query, limit=4)]
+            theirs = [(h["position"], h["mode"]) for h in lite.search_messages(query, limit=4)]
+            assert {m for _, m in mine} == {m for _, m in theirs}, query
+            if mine and mine[0][1].endswith("-recent"):
+                assert mine == theirs, query  # newest first in both
+    finally:
+        pg.close()
+        lite.close()
+
+
+CORPUS = [
+    ("user", "我们讨论了记忆断裂问题的解决方案"),
+    ("assistant", "广西桂林的漓江很美"),
+    ("user", "数据库迁移到Postgres已经完成"),
+    ("assistant", "Redis缓存问题已修复"),
+    ("user", "東京の天気はどうですか"),
+    ("assistant", "The kubernetes cluster restarted after the deploy."),
+    ("user", "My dog dances when she hears the doorbell."),
+]
+QUERIES = ["记忆断裂", "断裂", "广西的漓江在哪个城市？", "数据库迁移", "東京の天気", "天気", "迁移到Postgres",
+           "dance", "kubernetes cluster", "when did the cluster restart?", "backu*", "doorbell OR 桂林"]
+
+
+def test_estimates_do_not_change_what_a_small_store_finds(pg_cluster, pg_user, monkeypatch) -> None:
+    store = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
+    try:
+        store.create_session("s", started_at=T0)
+        for i, (role, text) in enumerate(CORPUS):
+            store.append_message("s", role, text, timestamp=T0 + i)
+        store._read(lambda c: c.execute("ANALYZE messages"))
+
+        def found(query: str) -> list[tuple[int, str]]:
+            return [(h["id"], h["mode"]) for h in store.search_messages(query)]
+
+        monkeypatch.setattr(pgstore, "ESTIMATES_FROM", 10**12)
+        exact = {q: found(q) for q in QUERIES}
+        monkeypatch.setattr(pgstore, "ESTIMATES_FROM", 0)  # every estimate-driven path runs
+        assert {q: found(q) for q in QUERIES} == exact
+        assert all(exact[q] for q in QUERIES if q != "backu*")
+    finally:
+        store.close()
