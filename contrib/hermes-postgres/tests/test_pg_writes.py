@@ -8,7 +8,10 @@ import tempfile
 
 import psycopg
 import pytest
+from hermes_postgres.schema import rebuild_sql
 from hermes_postgres.store import PostgresSessionStore
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hermes
 
@@ -96,3 +99,34 @@ def test_the_setting_reaches_the_store_from_config(kernel_factory, pg_cluster, p
         kernel_factory(config={"plugins": {"postgres": {"dsn": pg_cluster.dsn, "synchronous_commit": "later"}}},
                        autoload=True).plugin_settings("postgres")
     assert os.environ.get("HERMES_HOME")  # the fixture's home, not the user's
+
+
+_TEXT = st.one_of(
+    st.none(),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60),
+    st.text(alphabet="ab é漢字かなー한 .,-_/\n\t'\"#*", max_size=40),
+    st.builds(lambda w, n: (w + " ") * n, st.sampled_from(["deploy", "数据库", "naïve-x"]), st.integers(150, 400)),
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool"]), _TEXT), min_size=1, max_size=6),
+       bulk=st.booleans())
+def test_context_words_match_what_the_server_computes(pg_cluster, pg_user, messages, bulk) -> None:
+    """The context words an append takes from the client (the previous message is the one
+    this store wrote) are exactly those the server computes from the stored rows."""
+    store = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_min=1, pool_max=1)
+    try:
+        sid = store.create_session()
+        if bulk:
+            store.append_messages(sid, [{"role": r, "content": c} for r, c in messages[:2]])
+        for role, content in messages[2 if bulk else 0:]:
+            store.append_message(sid, role, content)
+        with store._pool.connection() as conn, conn.transaction(force_rollback=True):
+            query = "SELECT id, tsv::text AS tsv, prev_cjk FROM messages WHERE session_id = %s ORDER BY id"
+            before = conn.execute(query, (sid,)).fetchall()
+            conn.execute(rebuild_sql("x.session_id = %s"), (sid,))
+            assert conn.execute(query, (sid,)).fetchall() == before
+        assert len(before) == len(messages)
+    finally:
+        store.close()
