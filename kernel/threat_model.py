@@ -101,11 +101,15 @@ class Lexicon:
                 elif entry.strip():
                     needle = " ".join(parts) if parts else entry
                     subs.setdefault(needle[0], []).append((needle, name))
-        self._stems = {k: frozenset(v) for k, v in stems.items()}
-        self._heads = frozenset(k[:_STEM_MIN] for k in stems)
-        self._lengths = tuple(sorted({len(k) for k in stems}))
+        # Stems by their first _STEM_MIN letters: a word costs one lookup, and a
+        # startswith per stem sharing its head.
+        heads: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for stem, names in sorted(stems.items()):
+            heads.setdefault(stem[:_STEM_MIN], []).append((stem, frozenset(names)))
+        self._heads = {k: tuple(v) for k, v in heads.items()}
         self._words = {k: frozenset(v) for k, v in words.items()}
         self._phrases = {k: frozenset(v) for k, v in phrases.items()}
+        self._phrase_firsts = frozenset(k.split(" ")[0] for k in phrases)
         self._subs = {k: tuple(v) for k, v in subs.items()}
         self._firsts = frozenset(subs)
 
@@ -114,22 +118,20 @@ class Lexicon:
         if words is None:
             words = _WORD_RE.findall(lower)
         hit: set[str] = set()
-        stems, heads, lengths, exact, phrases = self._stems, self._heads, self._lengths, self._words, self._phrases
+        heads, exact, phrases, firsts = self._heads, self._words, self._phrases, self._phrase_firsts
         prev = ""
         for w in words:
             if w in exact:
                 hit |= exact[w]
-            if len(w) >= _STEM_MIN and w[:_STEM_MIN] in heads:
-                for k in lengths:
-                    if k > len(w):
-                        break
-                    c = stems.get(w[:k])
-                    if c:
-                        hit |= c
+            stems = heads.get(w[:_STEM_MIN])
+            if stems:
+                for stem, names in stems:
+                    if w.startswith(stem):
+                        hit |= names
             p = w[:5]
             if prev and (c := phrases.get(prev + " " + p)):
                 hit |= c
-            prev = p
+            prev = p if p in firsts else ""
         for ch in self._firsts.intersection(lower):
             for needle, name in self._subs[ch]:
                 if name not in hit and needle in lower:
@@ -210,8 +212,7 @@ class ThreatModel:
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
         distinct = set(features(lower, self.lexicon))
-        get = self.weights.get
-        z = self.bias + sum(get(f, 0.0) for f in distinct) / math.sqrt(max(len(distinct), MIN_FEATURES))
+        z = self.bias + sum(filter(None, map(self.weights.get, distinct))) / math.sqrt(max(len(distinct), MIN_FEATURES))
         return 1 / (1 + math.exp(-z))
 
     def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
