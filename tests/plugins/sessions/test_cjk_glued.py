@@ -136,6 +136,9 @@ def test_a_real_v4_database_is_migrated(tmp_path: Path) -> None:
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 5
             assert conn.execute("SELECT * FROM messages ORDER BY id").fetchall() == before
+            for table in ("messages_fts", "messages_fts_trigram", "messages_fts_split"):
+                config = dict(conn.execute(f"SELECT k, v FROM {table}_config").fetchall())
+                assert {k: config.get(k) for k, _ in schema.FTS_SETTINGS} == dict(schema.FTS_SETTINGS)
         by_text = {m["content"]: m["id"] for m in store.get_messages("v4-zh")}
         assert by_text["昨晚把数据库迁移到Postgres完成了"] in ids(store.search_messages("Postgres", fallback=False))
         assert ids(store.search_messages("Docker", fallback=False)) == [by_text["Dockerのイメージを更新しました"]]
