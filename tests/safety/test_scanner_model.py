@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hermes.safety import load_rules, normalize_for_scan, scan, scan_for_threats
-from hermes.threat_model import MODEL_PATH, Lexicon, corpus_side, load_model
+from hermes.threat_model import MIN_WORDS, MODEL_PATH, Lexicon, chunks, corpus_side, discount, load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "scanner"
@@ -126,12 +126,18 @@ MODEL_FALSE = 20
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
-    # The model scores pieces cut at blank lines, so padding cannot dilute an attack it knows.
+    # The model scores pieces cut at blank lines, so padding cannot dilute an attack it
+    # knows; only the number of pieces discounts the best one (many pieces, many chances).
+    model = load_model()
     rows = load("tune")
-    attack = next(r["text"] for r in rows if r["label"] == "attack" and load_model().score(r["text"].lower()) > 0.99)
+    attack = next(r["text"] for r in rows if r["label"] == "attack" and model.score(r["text"].lower()) > 0.9999)
     padding = " ".join(r["text"] for r in rows if r["label"] == "benign" and r["language"] == "en")[:6000]
-    p, (start, end) = load_model().best((padding + "\n\n" + attack + "\n\n" + padding).lower())
-    assert p > 0.99 and end - start <= 400
+    doc = (padding + "\n\n" + attack + "\n\n" + padding).lower()
+    p, (start, end) = model.best(doc, least_words=MIN_WORDS)
+    assert attack.lower().strip()[:40] in doc[start:end] and end - start <= 400
+    pieces = sum(1 for a, b in chunks(doc) if len(doc[a:b].split()) >= MIN_WORDS)
+    assert pieces > 10 and p == pytest.approx(discount(model.score(doc[start:end]), pieces))
+    assert p >= model.threshold and scan_for_threats(padding + "\n\n" + attack + "\n\n" + padding)
 
 
 def test_benchmark_reports_gen_sides_and_keeps_unseen_sets_out_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
