@@ -8,6 +8,8 @@ indexes with ``messages`` (the same definitions the triggers use):
 * ``messages_fts`` (word search) holds exactly one row per message;
 * ``messages_fts_trigram`` (CJK search) holds exactly one row per message with CJK text,
   carrying that message's current text;
+* ``messages_fts_split`` holds exactly one row per message where CJK text touches a
+  Latin word (its text is split in Python, so its content is not compared);
 * no write left ``fts_deferred`` in ``state_meta`` (while it is there the triggers index
   nothing new).
 
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .schema import _has_cjk, _sentinel
+from .schema import _has_cjk, _sentinel, split_wanted
 
 #: Message ids compared per query.
 STEP = 20_000
@@ -73,6 +75,12 @@ _CHECKS: list[tuple[str, str]] = [
     ("messages_fts_trigram (CJK search) holds outdated text for {n} message(s) (ids {ids})",
      f"SELECT m.id FROM messages m JOIN messages_fts_trigram t ON t.rowid = m.id "
      f"WHERE m.id BETWEEN ? AND ? AND t.content IS NOT {_sentinel('m.content')}"),
+    ("messages_fts_split (words glued to CJK) is missing {n} message(s) (ids {ids})",
+     f"SELECT m.id FROM messages m WHERE m.id BETWEEN ? AND ? AND {split_wanted('m')} AND NOT EXISTS "
+     "(SELECT 1 FROM messages_fts_split t WHERE t.rowid = m.id)"),
+    ("messages_fts_split (words glued to CJK) holds {n} row(s) that are not a current glued message (ids {ids})",
+     f"SELECT t.rowid FROM messages_fts_split t WHERE t.rowid BETWEEN ? AND ? AND NOT EXISTS "
+     f"(SELECT 1 FROM messages m WHERE m.id = t.rowid AND {split_wanted('m')})"),
 ]
 
 
@@ -93,21 +101,24 @@ def compare_indexes(conn: sqlite3.Connection, *, budget: float | None = None) ->
                                    "new messages are not indexed)")
         report.last_id = max(int(conn.execute(f"SELECT coalesce(max({col}), 0) FROM {table}").fetchone()[0])
                              for table, col in (("messages", "id"), ("messages_fts_docsize", "id"),
-                                                ("messages_fts_trigram", "rowid")))
+                                                ("messages_fts_trigram", "rowid"))
+                             + ((("messages_fts_split", "rowid"),) if "messages_fts_split" in tables else ()))
         if report.last_id == 0:
             return report
-        found: list[list[tuple[int]]] = [[] for _ in _CHECKS]
+        # (a v4 database, before the split index, is compared on the other two)
+        checks = [c for c in _CHECKS if "messages_fts_split" in tables or "messages_fts_split" not in c[1]]
+        found: list[list[tuple[int]]] = [[] for _ in checks]
         start = time.monotonic()
         lo = 0
         while lo <= report.last_id:
             hi = lo + STEP - 1
-            for rows, (_, sql) in zip(found, _CHECKS, strict=True):
+            for rows, (_, sql) in zip(found, checks, strict=True):
                 rows.extend(conn.execute(sql, (lo, hi)).fetchall())
             report.checked_to = min(hi, report.last_id)
             lo = hi + 1
             if budget is not None and time.monotonic() - start > budget:
                 break
-        for rows, (what, _) in zip(found, _CHECKS, strict=True):
+        for rows, (what, _) in zip(found, checks, strict=True):
             if rows:
                 report.problems.append(what.format(n=len(rows), ids=_ids(rows)))
     finally:

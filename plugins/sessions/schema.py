@@ -274,6 +274,11 @@ def index_range_sql(first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
     ]
 
 
+def split_wanted(m: str) -> str:
+    """SQL: whether the message row ``m`` belongs in ``messages_fts_split``."""
+    return f"({_glued(f'{m}.content')} OR {_glued(f'{m}.tool_calls')} OR {_glued(f'{m}.tool_name')})"
+
+
 def index_split(conn: sqlite3.Connection, first: int, last: int) -> int:
     """Put the messages with ids ``first..last`` whose CJK text touches a Latin word into
     ``messages_fts_split`` (their text split at those boundaries; rows already there are
@@ -281,8 +286,7 @@ def index_split(conn: sqlite3.Connection, first: int, last: int) -> int:
     split text, SQLite has no function for it."""
     rows = conn.execute(
         f"SELECT m.id, m.content, m.tool_name, {_tool_args('m.tool_calls')} FROM messages m "
-        f"WHERE m.id BETWEEN ? AND ? AND ({_glued('m.content')} OR {_glued('m.tool_calls')} "
-        f"OR {_glued('m.tool_name')})", (first, last)).fetchall()
+        f"WHERE m.id BETWEEN ? AND ? AND {split_wanted('m')}", (first, last)).fetchall()
     if rows:
         conn.executemany("DELETE FROM messages_fts_split WHERE rowid = ?", [(r[0],) for r in rows])
         conn.executemany("INSERT INTO messages_fts_split(rowid, content, tool_name, tool_args) VALUES (?, ?, ?, ?)",

@@ -113,12 +113,29 @@ def test_edit_delete_and_reindex_keep_the_split_index_exact(store: SQLiteSession
     with sqlite3.connect(store.path) as conn:  # an edit from outside the store drops the stale row
         conn.execute("UPDATE messages SET content = '迁移到MySQL完成' WHERE id = ?", (glued,))
     assert glued not in ids(store.search_messages("Postgres", fallback=False))
+    assert any("messages_fts_split" in p and str(glued) in p for p in store.check_integrity())
     assert store.reindex() == len(written)
+    assert store.check_integrity() == []
     assert ids(store.search_messages("MySQL", fallback=False)) == [glued]
     assert glued not in ids(store.search_messages("Postgres", fallback=False))
     assert store.delete_session(store.search_messages("MySQL")[0]["session_id"])
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("SELECT count(*) FROM messages_fts_split").fetchone()[0] == 0
+    assert store.check_integrity() == []
+
+
+def test_forget_keeps_the_rest_of_a_glued_message_findable(store: SQLiteSessionStore) -> None:
+    import hermes
+
+    written = _fill(store, "single")
+    glued = written["今天用Redis缓存了session数据"]
+    report = store.forget(hermes.ForgetRequest(query="Redis", dry_run=False))
+    assert report.removed == 1
+    assert store.search_messages("Redis") == []
+    assert ids(store.search_messages("session", fallback=False)) == [glued]
+    with sqlite3.connect(store.path) as conn:
+        assert "Redis" not in conn.execute("SELECT content FROM messages_fts_split WHERE rowid = ?",
+                                           (glued,)).fetchone()[0]
     assert store.check_integrity() == []
 
 
