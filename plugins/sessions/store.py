@@ -1208,6 +1208,8 @@ class SQLiteSessionStore(hermes.SessionStore):
         for r in rows:
             snip = r["snippet"] if r["snippet"] is not None else _like_snippet(r["content"] or "", terms)
             snip = snip.replace(GLUE_BREAK, "") if snip else snip  # the split index's word breaks
+            if stage.index == "trigram" and r["snippet"] is not None:  # the CJK copy's end-of-text newline
+                snip = snip[:-4] + "<<<" if snip.endswith("\n<<<") else snip.removesuffix("\n")
             hits.append({
                 "id": r["id"], "session_id": r["session_id"], "role": r["role"],
                 "snippet": snip or "", "timestamp": r["timestamp"], "tool_name": r["tool_name"],

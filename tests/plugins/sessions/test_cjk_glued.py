@@ -191,3 +191,15 @@ def test_every_latin_word_glued_between_cjk_runs_is_found(tmp_path_factory, part
         assert ids(store.search_messages(text, fallback=False)) == [mid]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("query,snippet", [
+    ("完成", "迁移到Postgres>>>完成<<<"),
+    ("イメージ", "Dockerの>>>イメージ<<<"),
+    ("Postgres迁移", "迁移到>>>Postgres<<<完成"),
+])
+def test_cjk_snippets_end_where_the_message_ends(store: SQLiteSessionStore, query: str, snippet: str) -> None:
+    """The CJK index's copy of a text ends with a newline (so every pair of characters
+    starts a trigram); a snippet never shows it."""
+    _fill(store, "single")
+    assert [h["snippet"] for h in store.search_messages(query, fallback=False)] == [snippet]
