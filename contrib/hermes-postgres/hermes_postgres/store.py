@@ -58,6 +58,8 @@ RANK_SHARE = 0.005
 GRAM_SAMPLE = 1000
 #: A bigram question matching more than rank_limit messages ranks the newest this-many.
 GRAM_RECENT = 1000
+#: Listing the newest matches reads the newest this-many messages first (then 4x more).
+NEWEST_WINDOW = 500
 #: A query the planner expects to match this many times rank_limit is listed newest first
 #: without counting its matches.
 COMMON_ESTIMATE = 2
@@ -996,7 +998,7 @@ class PostgresSessionStore(hermes.SessionStore):
                 estimate = gram_estimate
             elif total < ESTIMATES_FROM:
                 estimate = 0.0  # reading up to cap matches is cheap enough: no estimate needed
-            elif stage.cjk and stage.tsquery is not None:
+            elif stage.cjk and stage.tsquery is not None and not filter_sql:
                 # Bigrams are found in CJK messages only (the planner would take the two
                 # conditions as independent), and the bigrams of one word come together
                 # (it would multiply their shares): each term is estimated by its rarest
@@ -1091,17 +1093,30 @@ class PostgresSessionStore(hermes.SessionStore):
     @staticmethod
     def _newest(conn: Any, cond: str, params: list[Any], cjk: bool, n: int, *, walk: bool = True) -> list[int]:
         """The ids of the newest ``n`` messages meeting ``cond``, walking the id index (the
-        CJK messages' index for ``cjk``) backwards. The subquery's OFFSET keeps the
-        planner on that walk: estimating a prefix or an AND of common words it may think
-        them rare and read every match through the GIN index to sort them instead.
+        CJK messages' index for ``cjk``) backwards in windows of NEWEST_WINDOW rows, each
+        next window four times larger. Left to itself, the planner, expecting few matches
+        (a prefix, an AND of common words, a CJK phrase), may read every match or every
+        CJK message to sort them instead; a window's LIMIT keeps it on the walk.
         ``walk=False`` leaves the plan to the planner (filters such as one session's
         messages have indexes of their own)."""
         if not walk:
             return [r["id"] for r in conn.execute(f"SELECT m.id FROM messages m WHERE {cond} ORDER BY m.id DESC "
                                                   "LIMIT %s", (*params, n), prepare=False)]
-        inner = "SELECT * FROM messages WHERE cjk" if cjk else "SELECT * FROM messages"
-        return [r["id"] for r in conn.execute(f"SELECT m.id FROM ({inner} ORDER BY id DESC OFFSET 0) m "
-                                              f"WHERE {cond} LIMIT %s", (*params, n), prepare=False)]
+        found: list[int] = []
+        below: int | None = None
+        window = NEWEST_WINDOW
+        while len(found) < n:
+            inner = "SELECT * FROM messages WHERE " + ("cjk" if cjk else "true") + \
+                ("" if below is None else " AND id < %s")
+            row = conn.execute(
+                f"SELECT array_agg(m.id ORDER BY m.id DESC) FILTER (WHERE {cond}) AS ids, min(m.id) AS low, "
+                f"count(*) AS seen FROM ({inner} ORDER BY id DESC LIMIT %s) m",
+                (*params, *([] if below is None else [below]), window), prepare=False).fetchone()
+            found += (row["ids"] or [])[:n - len(found)]
+            if row["seen"] < window:
+                break
+            below, window = row["low"], window * 4
+        return found
 
     @staticmethod
     def _estimate(conn: Any, cond: str, params: list[Any]) -> float:

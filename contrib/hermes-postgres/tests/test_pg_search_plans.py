@@ -32,6 +32,7 @@ def test_more_matches_than_the_cap_lists_the_newest(pg_cluster, pg_user, tmp_pat
         monkeypatch.setattr(module, "RANK_LIMIT", 5)
         monkeypatch.setattr(module, "RANK_SHARE", 0.0)
     monkeypatch.setattr(pgstore, "ESTIMATES_FROM", estimates_from)
+    monkeypatch.setattr(pgstore, "NEWEST_WINDOW", 2)  # the walk to the newest kiwis crosses windows
     pg = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
     lite = SQLiteSessionStore(tmp_path / "state.db")
     try:
