@@ -186,12 +186,12 @@ def _backend_pid(store: Any) -> int | None:
         return int(conn.execute("SELECT pg_backend_pid() AS p").fetchone()["p"])
 
 
-def _writer(kind: str, target: str, proc: int, n: int, start_at: float, out: Any, options: dict) -> None:
+def _writer(kind: str, target: str, proc: int, n: int, go: Any, out: Any, options: dict) -> None:
     store = open_store(kind, target, user="bench-writers", schema=WRITERS_SCHEMA, **options)
     sid = store.create_session(f"writer-{proc}-{random.random()}")
     backend = _backend_pid(store)  # pool_max=2, but one thread appending uses one connection
-    while time.time() < start_at:
-        time.sleep(0.001)
+    out.put(("ready", proc))
+    go.wait()
     server0 = _cpu_seconds(backend) if backend else None
     cpu0, began = time.process_time(), time.time()
     for i in range(n):
@@ -235,24 +235,31 @@ def bench_writers(kind: str, target: str, writers: int, n: int, durability: str 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     helpers = _server_helpers(target) if kind == "postgres" else []
-    helpers_before = sum(_cpu_seconds(p) or 0.0 for p in helpers)
-    start_at = time.time() + 3.0 + 0.2 * writers  # every writer opens its store first, then all start together
-    procs = [ctx.Process(target=_writer, args=(kind, target, p, n, start_at, out, options))
+    go = ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(kind, target, p, n, go, out, options))
              for p in range(writers)]
     for p in procs:
         p.start()
-    results = []
-    while len(results) < writers:
-        try:
-            results.append(out.get(timeout=1.0))
-        except queue.Empty:
-            if any(p.exitcode not in (None, 0) for p in procs):
-                for p in procs:
-                    p.kill()
-                raise SystemExit(f"a {kind} writer process failed (its traceback is above)") from None
+
+    def collect() -> list[Any]:
+        got: list[Any] = []
+        while len(got) < writers:
+            try:
+                got.append(out.get(timeout=1.0))
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    for p in procs:
+                        p.kill()
+                    raise SystemExit(f"a {kind} writer process failed (its traceback is above)") from None
+        return got
+
+    collect()  # every writer has opened its store
+    helpers_before = sum(_cpu_seconds(p) or 0.0 for p in helpers)
+    go.set()  # all start together
+    results = collect()
+    helpers_cpu = sum(_cpu_seconds(p) or 0.0 for p in helpers) - helpers_before  # WAL writer …
     for p in procs:
         p.join()
-    helpers_cpu = sum(_cpu_seconds(p) or 0.0 for p in helpers) - helpers_before
     # From the first writer's start to the last one's end: the rate all of them sustained
     # together (a writer that started late does not shorten it).
     wall = max(r[2] for r in results) - min(r[1] for r in results)
@@ -263,7 +270,8 @@ def bench_writers(kind: str, target: str, writers: int, n: int, durability: str 
     emit(bench="concurrent-writers", store=kind, durability=durability, setting=options, writers=writers,
          messages=total, per_second=round(total / wall), wall_s=round(wall, 2),
          client_cpu_us_per_append=round(sum(r[3] for r in results) / total * 1e6),
-         server_cpu_us_per_append=server_us)
+         server_cpu_us_per_append=server_us,
+         of_which_background_us=round(helpers_cpu / total * 1e6) if server_us is not None else None)
 
 
 def main() -> None:
