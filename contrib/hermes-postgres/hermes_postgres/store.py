@@ -48,7 +48,6 @@ from .search import (
 log = logging.getLogger("hermes.postgres")
 T = TypeVar("T")
 
-MAX_HOPS = 1000
 #: Ranked searches score at most this many matches (or RANK_SHARE of all messages);
 #: a query with more lists the newest matches instead (mode ``…-recent``).
 RANK_LIMIT = 3000
@@ -131,7 +130,6 @@ CONTEXT_HINTS = 1024
 #: plugins.postgres.synchronous_commit: durable at commit, or flushed in the background.
 SYNCHRONOUS_COMMIT = ("on", "off")
 
-_NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 SESSION_COLUMNS = (
@@ -523,8 +521,7 @@ class PostgresSessionStore(hermes.SessionStore):
                     "FROM sessions s WHERE s.id = %s", (head["root"],)).fetchone())
                 if row is None:
                     continue
-                raw = " ".join(((row.pop("first_user") or "")[:64]).replace("\r", " ").split("\n"))
-                row.update(preview=raw[:60] + "..." if len(raw) > 60 else raw, last_active=head["last_active"],
+                row.update(preview=hermes.session_preview(row.pop("first_user")), last_active=head["last_active"],
                            lineage_size=int(head["lineage_size"]),
                            lineage_messages=int(head["lineage_messages"] or 0))
                 out.append(row)
@@ -546,21 +543,12 @@ class PostgresSessionStore(hermes.SessionStore):
                 return ref
             title = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None
             if title:
-                best: tuple[int, float, str] | None = None
-                base = _NUMBERED_RE.match(title)
-                base_title = base.group(1) if base else title
-                for row in conn.execute(
-                        "SELECT id, title, started_at FROM sessions WHERE title = %s OR left(title, %s) = %s",
-                        (title, len(base_title) + 2, base_title + " #")):
-                    m = _NUMBERED_RE.match(row["title"])
-                    if row["title"] != title and (base is not None or not (m and m.group(1) == base_title)):
-                        continue  # an explicit "name #3" resolves only to itself
-                    n = int(m.group(2)) if (m and m.group(1) == base_title) else 1
-                    key = (n, row["started_at"] or 0.0, row["id"])
-                    if best is None or key > best:
-                        best = key
-                if best is not None:
-                    return best[2]
+                base = hermes.title_base(title)
+                found = hermes.pick_titled_session(title, ((r["id"], r["title"], r["started_at"]) for r in conn.execute(
+                    "SELECT id, title, started_at FROM sessions WHERE title = %s OR left(title, %s) = %s",
+                    (title, len(base) + 2, base + " #"))))
+                if found is not None:
+                    return found
             rows = conn.execute("SELECT id FROM sessions WHERE left(id, %s) = %s LIMIT 2",
                                 (len(ref), ref)).fetchall()
             return rows[0]["id"] if len(rows) == 1 else None
@@ -588,52 +576,37 @@ class PostgresSessionStore(hermes.SessionStore):
 
     def next_title_in_lineage(self, title: str) -> str:
         clean = sanitize_title(title) or ""
-        m = _NUMBERED_RE.match(clean)
-        base = m.group(1) if m else clean
+        base = hermes.title_base(clean)
         if not base:
             return clean
         rows = self._read(lambda c: c.execute(
             "SELECT title FROM sessions WHERE title = %s OR left(title, %s) = %s",
             (base, len(base) + 2, base + " #")).fetchall())
-        top = 0
-        for row in rows:
-            if row["title"] == base:
-                top = max(top, 1)
-            elif (mm := _NUMBERED_RE.match(row["title"])) and mm.group(1) == base:
-                top = max(top, int(mm.group(2)))
-        return base if top == 0 else f"{base} #{top + 1}"
+        return hermes.next_numbered_title(base, (r["title"] for r in rows))
 
     def lineage_root(self, session_id: str) -> str:
         def walk(conn: Any) -> str:
-            current, seen = session_id, {session_id}
-            for _ in range(MAX_HOPS):
-                row = conn.execute("SELECT s.parent_session_id, (SELECT 1 FROM sessions p WHERE "
-                                   "p.id = s.parent_session_id) AS known FROM sessions s WHERE s.id = %s",
-                                   (current,)).fetchone()
-                parent = row["parent_session_id"] if row else None
-                if not parent or parent in seen or not row["known"]:
-                    return current
-                seen.add(parent)
-                current = parent
-            return current
+            def parent_of(sid: str) -> str | None:
+                row = conn.execute("SELECT p.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
+                                   "WHERE s.id = %s", (sid,)).fetchone()
+                return row["id"] if row else None
+
+            return hermes.follow_parents(session_id, parent_of)
 
         return self._read(walk)
 
     def compression_tip(self, session_id: str) -> str:
         def walk(conn: Any) -> str:
-            current, seen = session_id, {session_id}
-            for _ in range(MAX_HOPS):
-                row = conn.execute("SELECT ended_at, end_reason FROM sessions WHERE id = %s", (current,)).fetchone()
-                if row is None or row["end_reason"] != "compression" or row["ended_at"] is None:
-                    return current
-                child = conn.execute(
-                    "SELECT id FROM sessions WHERE parent_session_id = %s AND started_at >= %s "
-                    "ORDER BY started_at DESC, id DESC LIMIT 1", (current, row["ended_at"])).fetchone()
-                if child is None or child["id"] in seen:
-                    return current
-                seen.add(child["id"])
-                current = child["id"]
-            return current
+            def ending(sid: str) -> tuple[str | None, float | None] | None:
+                row = conn.execute("SELECT end_reason, ended_at FROM sessions WHERE id = %s", (sid,)).fetchone()
+                return (row["end_reason"], row["ended_at"]) if row else None
+
+            def newest_child_since(sid: str, ended_at: float) -> str | None:
+                row = conn.execute("SELECT id FROM sessions WHERE parent_session_id = %s AND started_at >= %s "
+                                   "ORDER BY started_at DESC, id DESC LIMIT 1", (sid, ended_at)).fetchone()
+                return row["id"] if row else None
+
+            return hermes.follow_continuations(session_id, ending, newest_child_since)
 
         return self._read(walk)
 
@@ -686,25 +659,13 @@ class PostgresSessionStore(hermes.SessionStore):
     def _message(m: dict[str, Any], now: float) -> dict[str, Any]:
         """One message's columns, every one bindable (bad input cannot fail a write half
         way): text as clean strings, numbers as numbers, anything unusable as ``None``."""
-        try:
-            when = float(m["timestamp"]) if m.get("timestamp") is not None else now
-            if math.isnan(when) or math.isinf(when):
-                when = now
-        except (TypeError, ValueError):
-            when = now
-        try:
-            tokens = int(m["token_count"]) if m.get("token_count") is not None else None
-        except (TypeError, ValueError):
-            tokens = None
+        when, tokens = hermes.message_time(m.get("timestamp"), now), hermes.message_tokens(m.get("token_count"))
         role = _text(str(m.get("role") or "user")) or "user"
         calls = m.get("tool_calls") or None
         content = _text(_content_text(m.get("content")))
         tool_name = _text(m.get("tool_name") or m.get("name"))
         tool_text = _text(_tool_text(calls))
-        n_calls = 0
-        if role == "assistant" and calls:
-            decoded = _decode_json(calls) if isinstance(calls, str) else calls
-            n_calls = len(decoded) if isinstance(decoded, list) else 1
+        n_calls = hermes.tool_call_count(role, calls)
         return {
             "role": role, "content": content, "tool_call_id": _text(m.get("tool_call_id")),
             "tool_calls": _text(_encode_json(calls)), "tool_name": tool_name, "tool_text": tool_text,
@@ -848,10 +809,13 @@ class PostgresSessionStore(hermes.SessionStore):
 
         def run(conn: Any) -> list[hermes.SearchHit]:
             hits: list[hermes.SearchHit] = []
+            size: float | None = None
             for number, stage in enumerate(stages):
                 if (number and len(hits) >= hermes.RELAX_BELOW) or len(hits) >= need:
                     break
-                hits += self._run_stage(conn, stage, filter_sql, filter_params, need - len(hits),
+                if size is None:
+                    size = self._user_messages(conn)
+                hits += self._run_stage(conn, stage, filter_sql, filter_params, need - len(hits), size,
                                         [h["id"] for h in hits])
             page = hits[offset:need]
             self._decorate(conn, page)
@@ -896,7 +860,7 @@ class PostgresSessionStore(hermes.SessionStore):
                     return fn.get("name") if isinstance(fn, dict) else None
         return None
 
-    def _drop_common_terms(self, conn: Any, stage: Rendered) -> Rendered:
+    def _drop_common_terms(self, conn: Any, stage: Rendered, total: float) -> Rendered:
         """Count each relaxed term's matches (capped; one statement) to weigh the terms
         by rarity (BM25's inverse document frequency, which ts_rank lacks) and, while a
         rarer term is left, drop the terms in a large share of all messages: they add
@@ -905,7 +869,6 @@ class PostgresSessionStore(hermes.SessionStore):
         planned = stage.stage
         if planned is None or planned.kind != "any" or not planned.terms:
             return stage
-        total = self._estimated_messages(conn)
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         single = [relaxed_query(dataclasses.replace(planned, negatives=[]), [t]) for t in planned.terms]
         row = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
@@ -933,18 +896,21 @@ class PostgresSessionStore(hermes.SessionStore):
             else stage.tsquery
         return dataclasses.replace(stage, tsquery=query, weighted=weighted)
 
-    @staticmethod
-    def _estimated_messages(conn: Any) -> float:
-        """All users' messages, as the planner knows them (a count would scan the table)."""
-        row = conn.execute("SELECT reltuples AS n FROM pg_class WHERE oid = 'messages'::regclass").fetchone()
-        return max(0.0, float(row["n"] if row else 0))
+    def _user_messages(self, conn: Any) -> float:
+        """This user and profile's messages as the planner's statistics know them (a count
+        would read them all): planning, it evaluates the row-level security condition's
+        settings and looks the user and profile up among the columns' most common values.
+        A user the statistics do not know yet comes out small: the exact paths are taken."""
+        return self._estimate(conn, "true", [])
 
     def _run_stage(self, conn: Any, stage: Rendered, filter_sql: str, filter_params: list[Any], count: int,
-                   exclude: list[int]) -> list[hermes.SearchHit]:
-        stage = self._drop_common_terms(conn, stage)
+                   total: float, exclude: list[int]) -> list[hermes.SearchHit]:
+        """One stage's hits; ``total``: this user's messages (:meth:`_user_messages`),
+        which sets the rank cap and whether the planner's estimates are used."""
+        stage = self._drop_common_terms(conn, stage, total)
         gram_estimate = None
         if stage.rank == "grams" and stage.tsquery is not None:
-            stage, gram_estimate = self._narrow_grams(conn, stage)
+            stage, gram_estimate = self._narrow_grams(conn, stage, total)
         where, params = [], []
         mode, rank = stage.mode, stage.rank
         tsquery = None
@@ -992,7 +958,6 @@ class PostgresSessionStore(hermes.SessionStore):
             ids = self._newest(conn, cond, params, stage.cjk, count, walk=not filter_sql)
             scored = [(0.0, 0, i) for i in ids]
         else:
-            total = self._estimated_messages(conn)
             cap = max(RANK_LIMIT, int(total * RANK_SHARE))
             if gram_estimate is not None:
                 estimate = gram_estimate
@@ -1126,7 +1091,7 @@ class PostgresSessionStore(hermes.SessionStore):
                            prepare=False).fetchone()
         return float(row["QUERY PLAN"][0]["Plan"]["Plan Rows"])
 
-    def _narrow_grams(self, conn: Any, stage: Rendered) -> tuple[Rendered, float | None]:
+    def _narrow_grams(self, conn: Any, stage: Rendered, total: float) -> tuple[Rendered, float | None]:
         """The bigram stage's candidates narrowed to the messages holding one of its rarer
         bigrams — the rarest first while their expected matches stay under the rank cap
         (a message with only common bigrams would rank low anyway; the SQLite store
@@ -1134,7 +1099,6 @@ class PostgresSessionStore(hermes.SessionStore):
         the score. When even the rarest bigram is common: the stage unchanged and an
         infinite estimate (its newest candidates are ranked). From ESTIMATES_FROM
         messages on; below, ``(stage, None)``."""
-        total = self._estimated_messages(conn)
         indexed = [g for g in stage.grams if len(g) >= 2]
         if total < ESTIMATES_FROM or not indexed:
             return stage, None

@@ -86,3 +86,32 @@ def test_estimates_do_not_change_what_a_small_store_finds(pg_cluster, pg_user, m
         assert all(exact[q] for q in QUERIES if q != "backu*")
     finally:
         store.close()
+
+
+def test_the_size_that_sets_the_cap_is_this_users(pg_cluster, monkeypatch) -> None:
+    """The rank cap and the switch to the planner's estimates follow this user's messages,
+    not the whole shared table's: a small user beside a big one decides exactly."""
+    import uuid
+
+    schema = f"size_{uuid.uuid4().hex[:8]}"
+    big = PostgresSessionStore(pg_cluster.dsn, user="big", schema=schema, pool_max=1)
+    small = PostgresSessionStore(pg_cluster.dsn, user="small", schema=schema, pool_max=1)
+    nobody = PostgresSessionStore(pg_cluster.dsn, user="nobody", schema=schema, pool_max=1)
+    try:
+        big.create_session("b", started_at=T0)
+        big.append_messages("b", [{"role": "user", "content": f"cluster note {i}", "timestamp": T0 + i}
+                                  for i in range(400)])
+        small.create_session("s", started_at=T0)
+        small.append_messages("s", [{"role": "user", "content": f"cluster note {i}", "timestamp": T0 + i}
+                                    for i in range(20)])
+        big._read(lambda c: c.execute("ANALYZE messages"))
+        sizes = {s.user: s._read(s._user_messages) for s in (big, small, nobody)}
+        assert 200 <= sizes["big"] <= 420 and 10 <= sizes["small"] <= 40 and sizes["nobody"] < 10, sizes
+        monkeypatch.setattr(pgstore, "ESTIMATES_FROM", 100)  # the big user's searches use estimates
+        monkeypatch.setattr(pgstore, "RANK_LIMIT", 30)
+        monkeypatch.setattr(pgstore, "RANK_SHARE", 0.0)
+        assert {h["mode"] for h in big.search_messages("cluster", limit=5)} == {"strict-recent"}
+        assert {h["mode"] for h in small.search_messages("cluster", limit=5)} == {"strict"}  # 20 < 30: ranked
+    finally:
+        for s in (big, small, nobody):
+            s.close()
