@@ -50,17 +50,15 @@ MAX_PAIR_TRIGRAMS = 300
 #: the words of the question (0.3-1.0 tried on the recall corpus' tuning half; 0.8 best).
 CJK_PREV_WEIGHT = 0.8
 #: At most this many trigrams narrow the CJK bigram stage; a question of only common
-#: bigrams ranks the newest MAX_GRAM_CANDIDATES CJK messages instead.
-MAX_GRAM_TRIGRAMS = 400
+#: bigrams ranks the newest MAX_GRAM_CANDIDATES CJK messages instead. (400 OR-ed trigrams
+#: cost ~14 ms at 1M messages; 200 gave the same recall, at 20k and 200k noise messages.)
+MAX_GRAM_TRIGRAMS = 200
 #: The CJK bigram stage scores at most this many candidate messages (the newest): at 1M
 #: messages scoring 20,000 took ~100 ms on an idle machine, 5,000 ~20 ms.
 MAX_GRAM_CANDIDATES = 5000
-#: Hops a lineage walk may take before it stops (cycle and corruption guard).
-MAX_HOPS = 1000
 _CONTEXT_CHARS = 200
 _SNIPPET_TOKENS = 24
 
-_NUMBERED_RE = re.compile(r"^(.*?) #(\d+)$")
 
 _SESSION_COLUMNS = (
     "id", "source", "user_id", "model", "model_config", "system_prompt",
@@ -622,9 +620,8 @@ class SQLiteSessionStore(hermes.SessionStore):
                 first = conn.execute(
                     "SELECT content FROM messages WHERE session_id = ? AND role = 'user' "
                     "AND content IS NOT NULL ORDER BY id LIMIT 1", (row["id"],)).fetchone()
-                raw = " ".join(((first[0] if first else "") or "")[:64].replace("\r", " ").split("\n"))
-                preview = raw[:60] + "..." if len(raw) > 60 else raw
-                row.update(preview=preview, last_active=head["last_active"],
+                row.update(preview=hermes.session_preview(first[0] if first else None),
+                           last_active=head["last_active"],
                            lineage_size=head["lineage_size"],
                            lineage_messages=head["lineage_messages"] or 0)
                 out.append(row)
@@ -645,23 +642,13 @@ class SQLiteSessionStore(hermes.SessionStore):
                 return ref
             title = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None
             if title:
-                best: tuple[int, float, str] | None = None
-                base = _NUMBERED_RE.match(title)
-                base_title = base.group(1) if base else title
-                for row in conn.execute(
+                base = hermes.title_base(title)
+                found = hermes.pick_titled_session(title, (tuple(r) for r in conn.execute(
                     "SELECT id, title, started_at FROM sessions WHERE title = ? OR "
                     "(substr(title, 1, ?) = ? AND title GLOB ?)",
-                    (title, len(base_title) + 2, base_title + " #", _glob_escape(base_title) + " #[0-9]*"),
-                ):
-                    if row["title"] != title and base is not None:
-                        continue  # an explicit "name #3" resolves only to itself
-                    m = _NUMBERED_RE.match(row["title"])
-                    n = int(m.group(2)) if (m and m.group(1) == base_title) else 1
-                    key = (n, row["started_at"] or 0.0, row["id"])
-                    if best is None or key > best:
-                        best = key
-                if best is not None:
-                    return best[2]
+                    (title, len(base) + 2, base + " #", _glob_escape(base) + " #[0-9]*"))))
+                if found is not None:
+                    return found
             rows = conn.execute(
                 "SELECT id FROM sessions WHERE substr(id, 1, ?) = ? LIMIT 2", (len(ref), ref)
             ).fetchall()
@@ -688,65 +675,38 @@ class SQLiteSessionStore(hermes.SessionStore):
 
     def next_title_in_lineage(self, title: str) -> str:
         clean = sanitize_title(title) or ""
-        m = _NUMBERED_RE.match(clean)
-        base = m.group(1) if m else clean
+        base = hermes.title_base(clean)
         if not base:
             return clean
-
-        def highest(conn: sqlite3.Connection) -> int:
-            top = 0
-            for (t,) in conn.execute(
-                "SELECT title FROM sessions WHERE title = ? OR (substr(title, 1, ?) = ?)",
-                (base, len(base) + 2, base + " #"),
-            ):
-                if t == base:
-                    top = max(top, 1)
-                    continue
-                mm = _NUMBERED_RE.match(t)
-                if mm and mm.group(1) == base:
-                    top = max(top, int(mm.group(2)))
-            return top
-
-        top = self._read(highest)
-        if top == 0:
-            return base
-        return f"{base} #{top + 1}"
+        rows = self._read(lambda c: c.execute(
+            "SELECT title FROM sessions WHERE title = ? OR (substr(title, 1, ?) = ?)",
+            (base, len(base) + 2, base + " #")).fetchall())
+        return hermes.next_numbered_title(base, (r[0] for r in rows))
 
     def lineage_root(self, session_id: str) -> str:
         def walk(conn: sqlite3.Connection) -> str:
-            current, seen = session_id, {session_id}
-            for _ in range(MAX_HOPS):
-                row = conn.execute("SELECT parent_session_id FROM sessions WHERE id = ?",
-                                   (current,)).fetchone()
-                parent = row[0] if row else None
-                if not parent or parent in seen:
-                    return current
-                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (parent,)).fetchone() is None:
-                    return current
-                seen.add(parent)
-                current = parent
-            return current
+            def parent_of(sid: str) -> str | None:
+                row = conn.execute("SELECT p.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
+                                   "WHERE s.id = ?", (sid,)).fetchone()
+                return row[0] if row else None
+
+            return hermes.follow_parents(session_id, parent_of)
 
         return self._read(walk)
 
     def compression_tip(self, session_id: str) -> str:
         def walk(conn: sqlite3.Connection) -> str:
-            current, seen = session_id, {session_id}
-            for _ in range(MAX_HOPS):
-                row = conn.execute("SELECT ended_at, end_reason FROM sessions WHERE id = ?",
-                                   (current,)).fetchone()
-                # A compaction split and /undo both continue in the newest later child.
-                if row is None or row["end_reason"] not in hermes.CONTINUED_REASONS or row["ended_at"] is None:
-                    return current
-                child = conn.execute(
-                    "SELECT id FROM sessions WHERE parent_session_id = ? AND started_at >= ? "
-                    "ORDER BY started_at DESC, id DESC LIMIT 1", (current, row["ended_at"])
-                ).fetchone()
-                if child is None or child[0] in seen:
-                    return current
-                seen.add(child[0])
-                current = child[0]
-            return current
+            def ending(sid: str) -> tuple[str | None, float | None] | None:
+                row = conn.execute("SELECT end_reason, ended_at FROM sessions WHERE id = ?", (sid,)).fetchone()
+                return (row[0], row[1]) if row else None
+
+            def newest_child_since(sid: str, ended_at: float) -> str | None:
+                row = conn.execute("SELECT id FROM sessions WHERE parent_session_id = ? AND started_at >= ? "
+                                   "ORDER BY started_at DESC, id DESC LIMIT 1", (sid, ended_at)).fetchone()
+                return row[0] if row else None
+
+            # A compaction split and /undo both continue in the newest later child.
+            return hermes.follow_continuations(session_id, ending, newest_child_since)
 
         return self._read(walk)
 
@@ -811,30 +771,13 @@ class SQLiteSessionStore(hermes.SessionStore):
         """The INSERT parameters of one message, every one of them bindable (so a write
         cannot fail half way on bad input): text fields as clean strings, numbers as
         numbers, anything unusable as ``None``."""
-        ts = m.get("timestamp")
-        try:
-            when = float(ts) if ts is not None else now
-        except (TypeError, ValueError):
-            when = now
-        count = m.get("token_count")
-        try:
-            tokens = int(count) if count is not None else None
-        except (TypeError, ValueError):
-            tokens = None
+        when, tokens = hermes.message_time(m.get("timestamp"), now), hermes.message_tokens(m.get("token_count"))
         return (
             str(session_id), _text(str(m.get("role") or "user")), _text(_content_text(m.get("content"))),
             _text(m.get("tool_call_id")), _text(_encode_json(m.get("tool_calls") or None)),
             _text(m.get("tool_name") or m.get("name")), when, tokens,
             _text(m.get("finish_reason")), _text(m.get("reasoning")),
         )
-
-    @staticmethod
-    def _tool_call_count(role: str, tool_calls: Any) -> int:
-        if role != "assistant" or not tool_calls:
-            return 0
-        if isinstance(tool_calls, str):
-            tool_calls = _decode_json(tool_calls)
-        return len(tool_calls) if isinstance(tool_calls, list) else 1
 
     def _insert_messages(
         self, conn: sqlite3.Connection, session_id: str, messages: list[dict[str, Any]], *, bulk: bool
@@ -866,7 +809,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         else:
             ids = [int(conn.execute(insert, row).lastrowid or 0) for row in rows]
             schema.index_split(conn, ids[0], ids[-1])  # the triggers index the rest
-        calls = sum(self._tool_call_count(r[1], m.get("tool_calls")) for r, m in zip(rows, messages, strict=True))
+        calls = sum(hermes.tool_call_count(r[1], m.get("tool_calls")) for r, m in zip(rows, messages, strict=True))
         conn.execute(
             "UPDATE sessions SET message_count = message_count + ?, "
             "tool_call_count = tool_call_count + ?, "
