@@ -973,7 +973,8 @@ class PostgresSessionStore(hermes.SessionStore):
                 estimate = self._estimate(conn, cond, params)
             # The statistics know lexemes, not weights: a query of the message's own text
             # (weight A) matches about half the messages its lexemes are in.
-            common = estimate >= cap * (COMMON_ESTIMATE if ":A" in (tsquery or "") else 1)
+            factor = COMMON_ESTIMATE if ":A" in (tsquery or "") else 1
+            common = estimate >= cap * factor
             # The server scores and sorts; only the best `count` come back, with the number
             # of matches read (n).
             def top(condition: str) -> str:
@@ -985,7 +986,9 @@ class PostgresSessionStore(hermes.SessionStore):
                 common = bool(rows) and rows[0]["n"] >= cap
                 scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]
             if common:
-                ids = self._newest(conn, cond, params, stage.cjk, newest)
+                # At least cap matches among the user's messages (or the estimate's share).
+                share = max(cap / max(total, 1.0), estimate / factor / max(total, 1.0))
+                ids = self._newest(conn, cond, params, stage.cjk, newest, share=min(share, 1.0))
                 if len(ids) >= count:
                     mode = f"{stage.mode}-recent"
                 if rank != "grams" and len(ids) >= count:
@@ -1056,20 +1059,22 @@ class PostgresSessionStore(hermes.SessionStore):
         return "0.0", [], "0"
 
     @staticmethod
-    def _newest(conn: Any, cond: str, params: list[Any], cjk: bool, n: int, *, walk: bool = True) -> list[int]:
+    def _newest(conn: Any, cond: str, params: list[Any], cjk: bool, n: int, *, walk: bool = True,
+                share: float | None = None) -> list[int]:
         """The ids of the newest ``n`` messages meeting ``cond``, walking the id index (the
         CJK messages' index for ``cjk``) backwards in windows of NEWEST_WINDOW rows, each
         next window four times larger. Left to itself, the planner, expecting few matches
         (a prefix, an AND of common words, a CJK phrase), may read every match or every
         CJK message to sort them instead; a window's LIMIT keeps it on the walk.
         ``walk=False`` leaves the plan to the planner (filters such as one session's
-        messages have indexes of their own)."""
+        messages have indexes of their own). ``share``: the expected share of messages
+        meeting ``cond``; the first window is then sized to hold ``n`` of them twice."""
         if not walk:
             return [r["id"] for r in conn.execute(f"SELECT m.id FROM messages m WHERE {cond} ORDER BY m.id DESC "
                                                   "LIMIT %s", (*params, n), prepare=False)]
         found: list[int] = []
         below: int | None = None
-        window = NEWEST_WINDOW
+        window = NEWEST_WINDOW if not share else int(min(max(NEWEST_WINDOW, 2 * n / share), 1_000_000))
         while len(found) < n:
             inner = "SELECT * FROM messages WHERE " + ("cjk" if cjk else "true") + \
                 ("" if below is None else " AND id < %s")
