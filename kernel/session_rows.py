@@ -7,13 +7,21 @@ that titles, session ids and stored message content look the same whatever the s
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from .session_refs import CONTINUED_REASONS
 
 #: The longest session title, in characters, after :func:`sanitize_title`.
 MAX_TITLE_LENGTH = 100
+#: How far the lineage walks go at most (a longer chain is corrupt anyway).
+MAX_LINEAGE_HOPS = 1000
+#: A title that continues another: ``name #3``.
+NUMBERED_TITLE_RE = re.compile(r"^(.*?) #(\d+)$")
 
 _INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -72,3 +80,108 @@ def stored_content(content: Any) -> str | None:
                 parts.append(str(part))
         return "\n".join(parts)
     return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def message_time(value: Any, now: float) -> float:
+    """A message's ``timestamp`` as a store keeps it: a finite number of seconds, else
+    ``now`` (bad input must not fail the write)."""
+    try:
+        when = float(value) if value is not None else now
+    except (TypeError, ValueError):
+        return now
+    return when if math.isfinite(when) else now
+
+
+def message_tokens(value: Any) -> int | None:
+    """A message's ``token_count`` as a store keeps it: an integer, else ``None``."""
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def tool_call_count(role: str, tool_calls: Any) -> int:
+    """How many tool calls a message adds to its session's ``tool_call_count``: an
+    assistant message's calls (a JSON string is decoded; anything else counts one)."""
+    if role != "assistant" or not tool_calls:
+        return 0
+    if isinstance(tool_calls, str):
+        tool_calls = decode_json(tool_calls)
+    return len(tool_calls) if isinstance(tool_calls, list) else 1
+
+
+def session_preview(first_user_message: str | None) -> str:
+    """``list_sessions``' ``preview``: the first user message, newlines as spaces, cut to
+    60 characters plus ``...``."""
+    raw = " ".join(((first_user_message or "")[:64]).replace("\r", " ").split("\n"))
+    return raw[:60] + "..." if len(raw) > 60 else raw
+
+
+def title_base(title: str) -> str:
+    """``name`` for ``name #N``, else the title itself."""
+    m = NUMBERED_TITLE_RE.match(title)
+    return m.group(1) if m else title
+
+
+def next_numbered_title(base: str, titles: Iterable[str]) -> str:
+    """``next_title_in_lineage``: ``base`` when none of ``titles`` (every title equal to
+    ``base`` or starting with ``base #``) is it or ``base #N``, else ``base #(max N + 1)``;
+    the unnumbered base counts as #1."""
+    top = 0
+    for title in titles:
+        if title == base:
+            top = max(top, 1)
+        elif (m := NUMBERED_TITLE_RE.match(title)) and m.group(1) == base:
+            top = max(top, int(m.group(2)))
+    return base if top == 0 else f"{base} #{top + 1}"
+
+
+def pick_titled_session(title: str, rows: Iterable[tuple[str, str, float | None]]) -> str | None:
+    """``resolve_session`` by title: of ``rows`` (id, title, started_at — every session
+    titled ``title`` or starting with its base and `` #``), the newest continuation
+    ``base #N`` (highest N, then newest start), or the exact title; an explicit
+    ``name #3`` resolves only to itself. ``None`` when no row qualifies."""
+    numbered = NUMBERED_TITLE_RE.match(title)
+    base = numbered.group(1) if numbered else title
+    best: tuple[int, float, str] | None = None
+    for sid, row_title, started in rows:
+        m = NUMBERED_TITLE_RE.match(row_title)
+        continues = bool(m and m.group(1) == base)
+        if row_title != title and (numbered is not None or not continues):
+            continue
+        key = (int(m.group(2)) if (m and continues) else 1, started or 0.0, sid)
+        if best is None or key > best:
+            best = key
+    return best[2] if best else None
+
+
+def follow_parents(session_id: str, parent_of: Callable[[str], str | None]) -> str:
+    """``lineage_root``: follow ``parent_of`` (the parent's id when that session exists,
+    else ``None``) up to a session without one; cycle-safe and bounded."""
+    current, seen = session_id, {session_id}
+    for _ in range(MAX_LINEAGE_HOPS):
+        parent = parent_of(current)
+        if not parent or parent in seen:
+            return current
+        seen.add(parent)
+        current = parent
+    return current
+
+
+def follow_continuations(session_id: str, ending: Callable[[str], tuple[str | None, float | None] | None],
+                         newest_child_since: Callable[[str, float], str | None]) -> str:
+    """``compression_tip``: while the session ended (``ending`` gives its end reason and
+    ``ended_at``, ``None`` for no session) with a reason in :data:`CONTINUED_REASONS`,
+    move to ``newest_child_since(id, ended_at)`` (its newest child started at or after the
+    end); cycle-safe and bounded."""
+    current, seen = session_id, {session_id}
+    for _ in range(MAX_LINEAGE_HOPS):
+        end = ending(current)
+        if end is None or end[0] not in CONTINUED_REASONS or end[1] is None:
+            return current
+        child = newest_child_since(current, end[1])
+        if child is None or child in seen:
+            return current
+        seen.add(child)
+        current = child
+    return current

@@ -45,3 +45,63 @@ def test_the_sqlite_store_uses_the_shared_helpers_not_copies() -> None:
     assert sqlite_store.sanitize_title is hermes.sanitize_title
     assert sqlite_store._content_text is hermes.stored_content
     assert sqlite_store.MAX_TITLE_LENGTH == hermes.MAX_TITLE_LENGTH
+
+
+# -- the lineage, title and message helpers both stores use --------------------------------
+
+
+def test_next_numbered_title() -> None:
+    assert hermes.next_numbered_title("Plans", []) == "Plans"
+    assert hermes.next_numbered_title("Plans", ["Plans"]) == "Plans #2"
+    assert hermes.next_numbered_title("Plans", ["Plans", "Plans #3", "Plans #x", "Plans #2 #9"]) == "Plans #4"
+    assert hermes.next_numbered_title("Plans", ["Plans #7"]) == "Plans #8"
+    assert hermes.title_base("Plans #12") == "Plans" and hermes.title_base("Plans") == "Plans"
+
+
+def test_pick_titled_session() -> None:
+    rows = [("a", "Garden", 1.0), ("b", "Garden #2", 2.0), ("c", "Garden #3", 0.5), ("d", "Garden #x", 9.0)]
+    assert hermes.pick_titled_session("Garden", rows) == "c"  # the highest continuation
+    assert hermes.pick_titled_session("Garden #2", rows) == "b"  # an explicit number: only itself
+    assert hermes.pick_titled_session("Garden #4", rows) is None
+    assert hermes.pick_titled_session("Garden", [("a", "Garden", 1.0), ("z", "Garden", 2.0)]) == "z"
+
+
+@given(st.dictionaries(st.integers(0, 12), st.integers(0, 14), max_size=13), st.integers(0, 12))
+def test_follow_parents_ends_at_a_root_or_a_cycle(parents: dict[int, int], start: int) -> None:
+    known = set(parents) | {start}
+
+    def parent_of(sid: str) -> str | None:
+        p = parents.get(int(sid))
+        return str(p) if p is not None and p in known else None
+
+    end = hermes.follow_parents(str(start), parent_of)
+    path = [start]
+    while parent_of(str(path[-1])) is not None and int(parent_of(str(path[-1]))) not in path:
+        path.append(int(parent_of(str(path[-1]))))
+    assert end == str(path[-1])
+
+
+def test_follow_continuations() -> None:
+    ends = {"a": ("compression", 10.0), "b": ("undo", 20.0), "c": ("user_exit", 30.0), "loop": ("undo", 1.0)}
+    children = {"a": "b", "b": "c", "c": "d", "loop": "loop"}
+
+    def ending(sid: str) -> tuple[str | None, float | None] | None:
+        return ends.get(sid, (None, None))
+
+    def child(sid: str, ended_at: float) -> str | None:
+        return children.get(sid)
+
+    assert hermes.follow_continuations("a", ending, child) == "c"  # user_exit is not continued
+    assert hermes.follow_continuations("loop", ending, child) == "loop"
+    assert hermes.follow_continuations("x", lambda s: None, child) == "x"
+
+
+def test_message_numbers_and_preview() -> None:
+    assert hermes.message_time(float("nan"), 5.0) == 5.0 and hermes.message_time("inf", 5.0) == 5.0
+    assert hermes.message_time("12.5", 5.0) == 12.5 and hermes.message_time(None, 5.0) == 5.0
+    assert hermes.message_tokens("7") == 7 and hermes.message_tokens(float("inf")) is None
+    assert hermes.message_tokens("many") is None
+    assert hermes.tool_call_count("assistant", '[{"id": 1}, {"id": 2}]') == 2
+    assert hermes.tool_call_count("tool", [{"id": 1}]) == 0 and hermes.tool_call_count("assistant", {"x": 1}) == 1
+    assert hermes.session_preview("line one\r\nline two") == "line one  line two"
+    assert hermes.session_preview("x" * 70) == "x" * 60 + "..." and hermes.session_preview(None) == ""

@@ -152,6 +152,20 @@ class SessionStoreConformance:
         assert store.get_session("brand-new") is not None
         assert [m["content"] for m in store.get_messages("brand-new")] == ["never lose me"]
 
+    def test_unusable_numbers_do_not_lose_the_message(self, store: Any) -> None:
+        """A timestamp that is not a finite number is stored as the time of the write, a
+        token count that is not a number as ``None``: the message is kept either way."""
+        sid = store.create_session()
+        before = time.time()
+        store.append_message(sid, "user", "nan time", timestamp=float("nan"), token_count="many")
+        store.append_message(sid, "user", "inf time", timestamp=float("inf"))
+        store.append_messages(sid, [{"role": "user", "content": "bulk nan", "timestamp": float("-inf"),
+                                     "token_count": float("nan")}])
+        rows = store.get_messages(sid)
+        assert [r["content"] for r in rows] == ["nan time", "inf time", "bulk nan"]
+        assert all(before - 1 <= r["timestamp"] <= time.time() + 1 for r in rows)
+        assert rows[0]["token_count"] is None and rows[2]["token_count"] is None
+
     def test_append_messages_bulk(self, store: Any) -> None:
         sid = store.create_session()
         msgs: list[dict[str, Any]] = [
@@ -298,6 +312,20 @@ class SessionStoreConformance:
         store.end_session(parent, "compression", ended_at=T0 + 5)
         cont = store.create_session("cont", parent_session_id=parent, started_at=T0 + 5)
         assert store.compression_tip(parent) == cont  # the sub-agent started before the end
+
+    def test_tip_follows_undo_continuations(self, store: Any) -> None:
+        """``/undo`` ends the session with ``undo`` and continues in a child, like a
+        compaction (hermes.CONTINUED_REASONS); other end reasons are not followed."""
+        first = store.create_session("u1", started_at=T0)
+        store.end_session(first, "undo", ended_at=T0 + 5)
+        second = store.create_session("u2", parent_session_id=first, started_at=T0 + 5)
+        store.end_session(second, "compression", ended_at=T0 + 9)
+        third = store.create_session("u3", parent_session_id=second, started_at=T0 + 9)
+        assert store.compression_tip(first) == third and store.lineage_root(third) == first
+        ended = store.create_session("n1", started_at=T0)
+        store.end_session(ended, "new_session", ended_at=T0 + 5)
+        store.create_session("n2", parent_session_id=ended, started_at=T0 + 6)
+        assert store.compression_tip(ended) == ended
 
     def test_split_session(self, store: Any) -> None:
         parent = self._session_with(store, ["deploy with rsync", "then restart"])
