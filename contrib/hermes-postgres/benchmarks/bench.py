@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import queue
@@ -150,19 +151,25 @@ def bench_import(kind: str, target: str, sessions: list[tuple[str, list[dict[str
          per_second=round(n / total))
 
 
-def bench_search(kind: str, target: str, size: int, schema: str = "hermes") -> None:
+def bench_search(kind: str, target: str, size: int, schema: str = "hermes", repeat: int = 1) -> None:
+    """p50/p95 over the queries of each kind; with ``repeat`` > 1 each query counts with
+    its best of that many runs (on a shared machine other jobs otherwise decide the p95)."""
     store = open_store(kind, target, schema=schema)
     for name, qs in queries().items():
         store.search_messages(qs[0])  # warm
         times, hits, modes = [], 0, set()
         for q in qs:
-            t = time.perf_counter()
-            found = store.search_messages(q)
-            times.append(time.perf_counter() - t)
+            best = math.inf
+            for _ in range(max(1, repeat)):
+                t = time.perf_counter()
+                found = store.search_messages(q)
+                best = min(best, time.perf_counter() - t)
+            times.append(best)
             hits += len(found)
             modes |= {h["mode"] for h in found}
-        emit(bench="search", store=kind, size=size, kind=name, queries=len(qs), p50_ms=round(pct(times, 0.5), 1),
-             p95_ms=round(pct(times, 0.95), 1), mean_hits=round(hits / len(qs), 1), modes=sorted(modes))
+        emit(bench="search", store=kind, size=size, kind=name, queries=len(qs), repeat=max(1, repeat),
+             p50_ms=round(pct(times, 0.5), 1), p95_ms=round(pct(times, 0.95), 1), mean_hits=round(hits / len(qs), 1),
+             modes=sorted(modes))
     store.close()
 
 
@@ -208,7 +215,8 @@ def _server_helpers(dsn: str) -> list[int]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE backend_type <> 'client backend'").fetchall()
+        # usesysid: a role's sessions; backend_type is hidden from unprivileged roles
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE usesysid IS NULL").fetchall()
     return [int(r[0]) for r in rows if _cpu_seconds(int(r[0])) is not None]
 
 
@@ -285,6 +293,8 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--dsn", help="an existing server (its schema 'hermes' is written to)")
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each search this many times and count its best time (a shared machine)")
     parser.add_argument("--keep", help="a directory keeping each size's corpus between runs (SQLite: "
                         "corpus-SIZE.db there; PostgreSQL: schema bench_SIZE of --dsn); a corpus already "
                         "there is searched again, not imported again")
@@ -329,14 +339,14 @@ def main() -> None:
                     store.close()
                     if have < size:
                         bench_import(kind, target, corpus(size)[have // 50:], size, schema=schema)
-                    bench_search(kind, target, size, schema=schema)
+                    bench_search(kind, target, size, schema=schema, repeat=args.repeat)
                 continue
             sessions = corpus(size)
             new = sessions[previous // 50:]  # sizes grow: import only the difference
             for kind in stores:
                 target = dsn if kind == "postgres" else str(tmp / "corpus.db")
                 bench_import(kind, target, new, size)
-                bench_search(kind, target, size)
+                bench_search(kind, target, size, repeat=args.repeat)
             previous = size
     finally:
         if cluster is not None:
