@@ -4,7 +4,10 @@ The corpus was split once, with a fixed seed and before any rule was written, in
 tuning half (rules were tuned against it) and a held-out half (measured only at the
 end). The tuning half must meet the issue's goals: at least 90% of attacks blocked, at
 most 2% of benign texts blocked. The held-out half stands in for attacks nobody has
-shown the rules; its floor is set a little lower, at what was measured on it once."""
+shown the rules; its floor is set a little lower, at what was measured on it once.
+The corpus writers' files in gen/ are split by a hash of each text into a train side
+(the model learned from it, rules were written from its misses) and a dev side, held
+back: its floors are the honest figures for phrasings the scanner was not shown."""
 
 from __future__ import annotations
 
@@ -61,7 +64,7 @@ def _report(half: str, block: float, fp: float, missed: list[dict], wrong: list[
 
 def test_tuning_half_meets_the_goals() -> None:
     block, fp, missed, wrong = rates(load("tune"))
-    assert block >= 0.90 and fp <= 0.02, _report("tune", block, fp, missed, wrong)
+    assert block >= 0.99 and fp <= 0.005, _report("tune", block, fp, missed, wrong)  # measured 100% / 0%
 
 
 def test_held_out_half_rates(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,8 +76,9 @@ def test_held_out_half_rates(capsys: pytest.CaptureFixture[str]) -> None:
     assert block >= HELDOUT_BLOCK_FLOOR and fp <= HELDOUT_FP_CEILING, _report("heldout", block, fp, missed, wrong)
 
 
-HELDOUT_BLOCK_FLOOR = 0.90
-HELDOUT_FP_CEILING = 0.02
+# Measured with the second pass (rules + learned model): 168/172 (97.7%), 1/168 (0.6%).
+HELDOUT_BLOCK_FLOOR = 0.96
+HELDOUT_FP_CEILING = 0.012
 
 
 def load_gen(side: str) -> dict[str, list[dict]]:
@@ -101,17 +105,30 @@ def test_gen_split_is_fixed_by_the_text_and_even_per_label_and_language() -> Non
 
 
 def test_gen_dev_sides_meet_their_measured_floors(capsys: pytest.CaptureFixture[str]) -> None:
-    every = [r for rows in load_gen("dev").values() for r in rows]
-    assert sum(r["label"] == "attack" for r in every) >= 200 and sum(r["label"] == "benign" for r in every) >= 200
+    sides = load_gen("dev")
+    every = [r for rows in sides.values() for r in rows]
+    assert sum(r["label"] == "attack" for r in every) >= 600 and sum(r["label"] == "benign" for r in every) >= 800
     block, fp, missed, wrong = rates(every)
     with capsys.disabled():
         print("\n" + _report("gen dev", block, fp, [], []))
     # Floors a little under what was measured (see docs/memory.md); never tune on these.
+    # They are far under the issue's goal (90% / 2%): that goal is not met.
     assert block >= GEN_DEV_BLOCK_FLOOR and fp <= GEN_DEV_FP_CEILING, _report("gen dev", block, fp, [], [])
+    for name, (floor, ceiling) in GEN_DEV_PER_FILE.items():
+        b, f, _, _ = rates(sides[name])
+        assert b >= floor and f <= ceiling, (name, b, f)
 
 
-GEN_DEV_BLOCK_FLOOR = 0.55
-GEN_DEV_FP_CEILING = 0.035
+# Measured (python benchmarks/scanner.py --no-unseen): 400/630 attacks (63.5%), 18/884
+# benign (2.0%); per file below, measured block rate / false-positive rate in comments.
+GEN_DEV_BLOCK_FLOOR = 0.61
+GEN_DEV_FP_CEILING = 0.025
+GEN_DEV_PER_FILE = {
+    "en": (0.70, 0.025),  # 72.7% / 1.9%
+    "asia": (0.60, 0.016),  # 62.6% / 1.1%
+    "europe": (0.55, 0.022),  # 57.5% / 1.6%
+    "docs": (0.50, 0.035),  # 54.9% / 3.1%
+}
 
 
 def _filler(rows: list[dict], rng, size: int) -> list[str]:

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from hermes.safety import load_rules, normalize_for_scan, scan, scan_for_threats
-from hermes.threat_model import MIN_WORDS, MODEL_PATH, Lexicon, chunks, corpus_side, discount, load_model
+from hermes.threat_model import (
+    MIN_WORDS,
+    MODEL_PATH,
+    Lexicon,
+    chunks,
+    corpus_side,
+    discount,
+    load_model,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "scanner"
@@ -121,8 +129,8 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-MODEL_ADDS = 80
-MODEL_FALSE = 20
+MODEL_ADDS = 75  # measured 85 attacks …
+MODEL_FALSE = 8  # … for 5 benign texts
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
