@@ -861,8 +861,8 @@ class PostgresSessionStore(hermes.SessionStore):
         return None
 
     def _drop_common_terms(self, conn: Any, stage: Rendered, total: float) -> Rendered:
-        """Count each relaxed term's matches (capped; one statement) to weigh the terms
-        by rarity (BM25's inverse document frequency, which ts_rank lacks) and, while a
+        """Count each relaxed term's matches (up to a cap; estimated by the planner when
+        many, see ESTIMATES_FROM) to weigh the terms by rarity (BM25's inverse document frequency, which ts_rank lacks) and, while a
         rarer term is left, drop the terms in a large share of all messages: they add
         little but would make the query rank mostly unrelated messages (the SQLite
         store's rule)."""
@@ -890,8 +890,8 @@ class PostgresSessionStore(hermes.SessionStore):
         if rare and len(rare) != len([n for n in counts if n]):
             keep = rare
         total = max(total, float(max(counts)), 1.0)
-        weighted = [(single[i], math.log(1.0 + (total - counts[i] + 0.5) / (counts[i] + 0.5)))
-                    for i in keep if counts[i]]
+        weighted = [(one, math.log(1.0 + (total - counts[i] + 0.5) / (counts[i] + 0.5)))
+                    for i in keep if counts[i] and (one := single[i]) is not None]
         query = relaxed_query(planned, [planned.terms[i] for i in keep]) if keep != list(range(len(single))) \
             else stage.tsquery
         return dataclasses.replace(stage, tsquery=query, weighted=weighted)
