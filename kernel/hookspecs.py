@@ -132,7 +132,10 @@ def hermes_register_session_stores(register: Register) -> None:
     **When:** once per kernel, during boot.
 
     **How:** ``register(name, factory, *, description="")``; ``factory(kernel)`` returns a
-    :class:`hermes.SessionStore`. ``sessions.store`` selects one (default ``sqlite``).
+    :class:`hermes.SessionStore`. ``sessions.store`` selects one (default ``sqlite``). A
+    store several machines share also offers ``writer_lock(session_id)``
+    (:meth:`hermes.SessionStore.writer_lock`), which the runtime then takes for the
+    one-writer-per-conversation rule instead of its file lock.
 
     **Returns:** nothing.
 
