@@ -38,6 +38,13 @@ def doctor(kernel: Any) -> tuple[list[str], list[str]]:
     lines = [f"postgres {st['server']} at {mask_dsn(dsn)}: schema {store.schema} v{st['schema_version']}, "
              f"role {st['role']}, user {store.user!r}/{store.profile!r}: {st['sessions']} sessions, "
              f"{st['messages']} messages"]
+    if st["fsync"] != "on":
+        lines.append("postgres: the server runs with fsync=off, so no write is durable whatever "
+                     "plugins.postgres.synchronous_commit says, and a crash of its machine can corrupt the "
+                     "database; fine for a throwaway test server, not for history you keep (set fsync = on)")
+    else:
+        lines.append(f"postgres: writes durable {'at commit' if st['synchronous_commit'] == 'on' else 'within ~0.6 s'} "
+                     f"(plugins.postgres.synchronous_commit: {st['synchronous_commit']})")
     if not st["search_indexed"]:
         lines.append("postgres: searches scan every message (row-level security keeps them off the indexes); "
                      "for speed past ~100k messages an administrator runs once in this database: "

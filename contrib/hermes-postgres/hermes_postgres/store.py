@@ -806,6 +806,9 @@ class PostgresSessionStore(hermes.SessionStore):
             return []
         filter_sql, filter_params = _filters(**filters)
         need = offset + limit
+        # One session's messages or an end of a time range can leave few of the newest
+        # messages to walk through: the planner picks the plan then (see _newest).
+        narrow = bool(filters.get("session_id")) or filters.get("until") is not None
 
         def run(conn: Any) -> list[hermes.SearchHit]:
             hits: list[hermes.SearchHit] = []
@@ -816,7 +819,7 @@ class PostgresSessionStore(hermes.SessionStore):
                 if size is None:
                     size = self._user_messages(conn)
                 hits += self._run_stage(conn, stage, filter_sql, filter_params, need - len(hits), size,
-                                        [h["id"] for h in hits])
+                                        [h["id"] for h in hits], narrow=narrow)
             page = hits[offset:need]
             self._decorate(conn, page)
             return page
@@ -904,9 +907,10 @@ class PostgresSessionStore(hermes.SessionStore):
         return self._estimate(conn, "true", [])
 
     def _run_stage(self, conn: Any, stage: Rendered, filter_sql: str, filter_params: list[Any], count: int,
-                   total: float, exclude: list[int]) -> list[hermes.SearchHit]:
+                   total: float, exclude: list[int], *, narrow: bool = False) -> list[hermes.SearchHit]:
         """One stage's hits; ``total``: this user's messages (:meth:`_user_messages`),
-        which sets the rank cap and whether the planner's estimates are used."""
+        which sets the rank cap and whether the planner's estimates are used; ``narrow``:
+        the filters may leave few messages (one session, a range ending in the past)."""
         stage = self._drop_common_terms(conn, stage, total)
         gram_estimate = None
         if stage.rank == "grams" and stage.tsquery is not None:
@@ -955,7 +959,7 @@ class PostgresSessionStore(hermes.SessionStore):
         newest = count if rank != "grams" else GRAM_RECENT  # the bigram stage ranks its newest candidates
         scored: list[tuple[float, int, int]] = []  # (score, tie-break, id): ascending is best first
         if not rank:
-            ids = self._newest(conn, cond, params, stage.cjk, count, walk=not filter_sql)
+            ids = self._newest(conn, cond, params, stage.cjk, count, walk=not narrow)
             scored = [(0.0, 0, i) for i in ids]
         else:
             cap = max(RANK_LIMIT, int(total * RANK_SHARE))
@@ -963,7 +967,7 @@ class PostgresSessionStore(hermes.SessionStore):
                 estimate = gram_estimate
             elif total < ESTIMATES_FROM:
                 estimate = 0.0  # reading up to cap matches is cheap enough: no estimate needed
-            elif stage.cjk and stage.tsquery is not None and not filter_sql:
+            elif stage.cjk and stage.tsquery is not None and not narrow:
                 # Bigrams are found in CJK messages only (the planner would take the two
                 # conditions as independent), and the bigrams of one word come together
                 # (it would multiply their shares): each term is estimated by its rarest
@@ -988,7 +992,7 @@ class PostgresSessionStore(hermes.SessionStore):
             if common:
                 # At least cap matches among the user's messages (or the estimate's share).
                 share = max(cap / max(total, 1.0), estimate / factor / max(total, 1.0))
-                ids = self._newest(conn, cond, params, stage.cjk, newest, share=min(share, 1.0))
+                ids = self._newest(conn, cond, params, stage.cjk, newest, walk=not narrow, share=min(share, 1.0))
                 if len(ids) >= count:
                     mode = f"{stage.mode}-recent"
                 if rank != "grams" and len(ids) >= count:
@@ -1207,11 +1211,13 @@ class PostgresSessionStore(hermes.SessionStore):
                 "DO UPDATE SET value = excluded.value", (_text(key), _text(value))))
 
     def status(self) -> dict[str, Any]:
-        """Server version, schema version, role flags and this user's row counts (for
+        """Server version, schema version, role flags, durability settings (the server's
+        ``fsync``, this store's ``synchronous_commit``) and this user's row counts (for
         ``hermes doctor``)."""
         def query(conn: Any) -> dict[str, Any]:
             row = conn.execute(
                 "SELECT current_setting('server_version') AS server, current_user AS role, "
+                "current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS synchronous_commit, "
                 "r.rolsuper AS superuser, r.rolbypassrls AS bypassrls, "
                 "(SELECT count(*) FROM sessions) AS sessions, (SELECT count(*) FROM messages) AS messages "
                 "FROM pg_roles r WHERE r.rolname = current_user").fetchone()

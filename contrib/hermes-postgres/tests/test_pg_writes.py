@@ -130,3 +130,15 @@ def test_context_words_match_what_the_server_computes(pg_cluster, pg_user, messa
         assert len(before) == len(messages)
     finally:
         store.close()
+
+
+def test_doctor_says_how_durable_writes_are(kernel_factory, pg_cluster, pg_user) -> None:
+    from hermes_postgres.doctor import doctor
+
+    kernel = kernel_factory(config={"sessions": {"store": "postgres"}, "plugins": {"postgres": {
+        "dsn": pg_cluster.dsn, "user": pg_user}}}, autoload=True)
+    lines, problems = doctor(kernel)
+    # The test cluster runs with fsync=off (hermes_postgres.testing): doctor says what that means.
+    assert any("fsync=off" in line and "corrupt" in line and "plugins.postgres.synchronous_commit" in line
+               for line in lines), lines
+    assert problems == []
