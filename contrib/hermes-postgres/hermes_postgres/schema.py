@@ -199,6 +199,9 @@ ALTER TABLE messages NO FORCE ROW LEVEL SECURITY;
 {rebuild_sql("true")};
 ALTER TABLE messages FORCE ROW LEVEL SECURITY;
 CREATE INDEX messages_tsv ON messages USING gin (tsv);
+-- Searches limited to a time range (the session_search tool's since/until) combine it
+-- with the words index instead of reading every match of a common word.
+CREATE INDEX messages_time ON messages (hermes_user, hermes_profile, timestamp);
 -- The planner's statistics of tsv hold the 10,000 most common lexemes (not 1,000): its
 -- estimates of prefix terms and mid-frequency words then decide well between the GIN
 -- index and walking the newest messages (hermes_postgres.store: _estimate).
