@@ -1004,10 +1004,14 @@ class PostgresSessionStore(hermes.SessionStore):
         if not scored:
             return []
         best = scored[:count]
+        # The page's messages by id first, then their sessions (MATERIALIZED: with stale
+        # statistics of sessions the planner would loop over every session instead).
         rows = conn.execute(
+            "WITH m AS MATERIALIZED (SELECT id, hermes_user, hermes_profile, session_id, role, timestamp, tool_name, "
+            "content, tool_text FROM messages WHERE id = ANY(%s)) "
             "SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, m.content, m.tool_text, s.source, s.model, "
-            f"s.started_at AS session_started, s.title AS session_title FROM messages m {_SESSION_JOIN} "
-            "WHERE m.id = ANY(%s)", ([b[2] for b in best],), prepare=False).fetchall()
+            f"s.started_at AS session_started, s.title AS session_title FROM m {_SESSION_JOIN}",
+            ([b[2] for b in best],), prepare=False).fetchall()
         by_id = {r["id"]: r for r in rows}
         hits: list[hermes.SearchHit] = []
         exact, prefixes = highlight_terms(stage.stage) if not stage.cjk else ([], [])
