@@ -17,9 +17,11 @@ with BYPASSRLS escapes it: the store's role must be neither (``hermes doctor`` s
 tool-call names and arguments) with weight A and its context (the previous message's
 text, the message's date) with weight D, so the strict stage matches weight A only and
 the relaxed stage both. Tokens are split by the store, not by PostgreSQL's parser, so
-that ``my-app.config.ts`` is the same four words here and in the query. Messages with
-CJK text (``cjk``) also enter a pg_trgm index of their own text for substring search,
-and keep the previous message's text when it has CJK (``prev_cjk``) for the bigram stage.
+that ``my-app.config.ts`` is the same four words here and in the query; since v2 a CJK
+run is written as its character bigrams, so CJK words go through the same GIN index
+(v1 had a pg_trgm index of CJK messages' text instead). Messages with CJK text are
+flagged (``cjk``, with an index of their ids) and keep the previous message's text when
+it has CJK (``prev_cjk``) for the bigram stage's scores.
 """
 
 from __future__ import annotations

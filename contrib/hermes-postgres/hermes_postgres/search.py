@@ -6,8 +6,10 @@ CJK bigrams); this module only renders each :class:`hermes.SearchStage` for Post
 * words stages become a ``tsquery`` over the ``tsv`` column — weight A (the message's own
   text) for the strict stage and for relaxed stages without context, A and D (also the
   previous message and the date) otherwise;
-* CJK stages become substring conditions over the message's own text, served by the
-  pg_trgm index for terms of three or more characters.
+* CJK stages become substring conditions over the message's own text; the index holds
+  CJK runs as character bigrams (:func:`words`), so a term's bigrams in sequence
+  (:func:`cjk_term_query`) find the candidates and the bigram stage's candidates are
+  the messages holding one of its bigrams (:func:`grams_query`).
 
 The ``tsquery`` text is built here from tokens split exactly like the indexed text
 (:func:`words`), every lexeme quoted, so user text never reaches ``to_tsquery`` as
