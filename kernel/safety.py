@@ -43,7 +43,11 @@ How a text is scanned:
    catastrophically (tests/kernel/test_safety.py rejects nested unbounded repeats and runs
    each rule against adversarial input under a hang guard).
 6. The weights of the distinct rules found add up to the score; weak hints count
-   together only within :data:`NEARBY` characters of each other.
+   together only within :data:`NEARBY` characters of each other. A match inside
+   quotation marks in a text that talks about attacks (the rules file's ``quoted``
+   section) counts only ``quoted.weight``: training material quotes injections.
+7. When the rules did not block, the learned model (``threat_model.py``) scores the
+   text; above its threshold it blocks as ``learned_injection``.
 
 Each finding is a :class:`Threat` naming the rule (``id``, ``kind``), the matched text
 (``excerpt``), where it is (``span`` in the raw text, ``layer`` = ``text``, ``base64`` …)
