@@ -174,18 +174,9 @@ def _clean_word(word: str) -> SearchTerm | None:
     return SearchTerm(core, phrase=compound, prefix=prefix)
 
 
-def parse_search(query: str | None) -> ParsedSearch:
-    """Parse any string into a :class:`ParsedSearch`; never raises.
-
-    Rules: input is cut to :data:`MAX_QUERY_CHARS`; balanced ``"quoted phrases"`` are
-    kept as phrases and an unbalanced quote is ignored; uppercase ``AND``/``OR``/``NOT``
-    are operators and dangling ones are dropped (``NOT`` with nothing to exclude from
-    makes its terms positive); other special characters are stripped from the edges of
-    words, possessive ``'s`` too; a trailing ``*`` makes a prefix term; words with inner
-    punctuation become phrases; at most :data:`MAX_TERMS` terms are kept.
-    """
-    if not query or not isinstance(query, str):
-        return ParsedSearch()
+def _tokens(query: str) -> tuple[list[str | SearchTerm | list[SearchTerm]], bool]:
+    """The query's operators and terms in order (a word glued to CJK as [whole, *parts]),
+    and whether it used quotes or operators."""
     text = _CONTROL_RE.sub(" ", query[:MAX_QUERY_CHARS])
     parts = text.split('"')
     if len(parts) % 2 == 0:  # an odd number of quotes: the last one is unbalanced
@@ -209,6 +200,23 @@ def parse_search(query: str | None) -> ParsedSearch:
                     # together, the message says the same); after NOT it stays whole.
                     pieces = [p for p in map(_clean_word, _GLUE_RE.sub(" ", word).split()) if p is not None]
                     tokens.append([term, *pieces] if len(pieces) > 1 else term)
+
+    return tokens, explicit
+
+
+def parse_search(query: str | None) -> ParsedSearch:
+    """Parse any string into a :class:`ParsedSearch`; never raises.
+
+    Rules: input is cut to :data:`MAX_QUERY_CHARS`; balanced ``"quoted phrases"`` are
+    kept as phrases and an unbalanced quote is ignored; uppercase ``AND``/``OR``/``NOT``
+    are operators and dangling ones are dropped (``NOT`` with nothing to exclude from
+    makes its terms positive); other special characters are stripped from the edges of
+    words, possessive ``'s`` too; a trailing ``*`` makes a prefix term; words with inner
+    punctuation become phrases; at most :data:`MAX_TERMS` terms are kept.
+    """
+    if not query or not isinstance(query, str):
+        return ParsedSearch()
+    tokens, explicit = _tokens(query)
 
     groups: list[list[SearchTerm]] = [[]]
     negate = False
