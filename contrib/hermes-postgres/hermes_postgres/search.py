@@ -7,7 +7,7 @@ CJK bigrams); this module only renders each :class:`hermes.SearchStage` for Post
   text) for the strict stage and for relaxed stages without context, A and D (also the
   previous message and the date) otherwise;
 * CJK stages become substring conditions over the message's own text; the index holds
-  CJK runs as character bigrams (:func:`words`), so a term's bigrams in sequence
+  CJK runs as character bigrams (:func:`words`), so a term's bigrams
   (:func:`cjk_term_query`) find the candidates and the bigram stage's candidates are
   the messages holding one of its bigrams (:func:`grams_query`).
 
@@ -83,17 +83,15 @@ def cjk_runs(text: str) -> list[str]:
 
 def cjk_term_query(text: str, weights: str = "A") -> str | None:
     """The words-index condition that every message holding the substring ``text`` meets:
-    each CJK run of two or more characters as its bigrams in sequence, the runs AND-ed
-    (``None`` when the text has no such run: one-character runs and the Latin letters
-    around them may be parts of longer tokens, so only a substring scan finds them).
-    A candidate condition: the substring test itself is still applied."""
-    runs = [run for run in _CJK_RUN_RE.findall(text) if len(run) >= 2]
-    if not runs:
+    the bigrams of its CJK runs of two or more characters, AND-ed (``None`` when the text
+    has no such run: one-character runs and the Latin letters around them may be parts of
+    longer tokens, so only a substring scan finds them). A candidate condition: the
+    substring test itself is still applied (so AND, not the phrase operator, which would
+    also miss words past the 16,383rd position a tsvector keeps)."""
+    grams = [g for run in _CJK_RUN_RE.findall(text) if len(run) >= 2 for g in cjk_grams(run)]
+    if not grams:
         return None
-    parts = []
-    for run in runs:
-        grams = [_lexeme(g, weights=weights) for g in cjk_grams(run)]
-        parts.append(grams[0] if len(grams) == 1 else "(" + " <-> ".join(grams) + ")")
+    parts = [_lexeme(g, weights=weights) for g in dict.fromkeys(grams)]
     return parts[0] if len(parts) == 1 else "(" + " & ".join(parts) + ")"
 
 

@@ -115,3 +115,17 @@ def test_the_size_that_sets_the_cap_is_this_users(pg_cluster, monkeypatch) -> No
     finally:
         for s in (big, small, nobody):
             s.close()
+
+
+def test_a_cjk_word_deep_in_a_long_message_is_found(pg_cluster, pg_user) -> None:
+    """A tsvector keeps positions up to 16,383 only: a CJK word past them must still be
+    found (its bigrams are required together, not in sequence)."""
+    store = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
+    try:
+        store.create_session("long", started_at=T0)
+        store.append_message("long", "tool", "log " * 17_000 + "数据库迁移失败", timestamp=T0)
+        store.append_message("long", "user", "数据 and 据库 apart", timestamp=T0 + 1)
+        hits = store.search_messages("数据库")
+        assert [h["position"] for h in hits] == [1]  # the long one; not the message with both bigrams apart
+    finally:
+        store.close()
