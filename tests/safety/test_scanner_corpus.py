@@ -119,15 +119,15 @@ def test_gen_dev_sides_meet_their_measured_floors(capsys: pytest.CaptureFixture[
         assert b >= floor and f <= ceiling, (name, b, f)
 
 
-# Measured (python benchmarks/scanner.py --no-unseen): 398/630 attacks (63.2%), 18/884
+# Measured (python benchmarks/scanner.py --no-unseen): 405/630 attacks (64.3%), 18/884
 # benign (2.0%); per file below, measured block rate / false-positive rate in comments.
-GEN_DEV_BLOCK_FLOOR = 0.61
+GEN_DEV_BLOCK_FLOOR = 0.62
 GEN_DEV_FP_CEILING = 0.025
 GEN_DEV_PER_FILE = {
-    "en": (0.69, 0.025),  # 71.6% / 1.9%
-    "asia": (0.60, 0.016),  # 62.6% / 1.1%
-    "europe": (0.55, 0.022),  # 57.5% / 1.6%
-    "docs": (0.50, 0.035),  # 54.9% / 3.1%
+    "en": (0.70, 0.025),  # 72.7% / 1.9%
+    "asia": (0.61, 0.016),  # 64.1% / 1.1%
+    "europe": (0.55, 0.022),  # 58.1% / 1.6%
+    "docs": (0.52, 0.035),  # 56.3% / 3.1%
 }
 
 
