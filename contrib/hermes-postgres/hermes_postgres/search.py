@@ -182,6 +182,9 @@ class Rendered:
     #: Relaxed stages: (tsquery of one term, its inverse document frequency) — the
     #: score sums each term's ts_rank times its rarity, as BM25 weighs terms.
     weighted: list[tuple[str, float]] = field(default_factory=list)
+    #: Relaxed stages: each weighted term and its matches (counted up to a cap, or the
+    #: planner's estimate when many), in the order of ``weighted``.
+    counts: list[tuple[hermes.SearchTerm, int]] = field(default_factory=list)
 
 
 def _substring(term: hermes.SearchTerm, own: str) -> tuple[str, list[str]]:

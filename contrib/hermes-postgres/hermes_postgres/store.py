@@ -69,6 +69,11 @@ ESTIMATES_FROM = 100_000
 #: COMMON_MIN of them) is dropped while a rarer term is left (as in the SQLite store).
 COMMON_SHARE = 0.01
 COMMON_MIN = 2000
+#: A relaxed query ranks the matches of its rarest terms while they number at most this
+#: share of the rank cap (see PostgresSessionStore._narrow_relaxed) — if they are at least
+#: RELAXED_MIN times the hits asked for.
+RELAXED_CANDIDATES = 0.3
+RELAXED_MIN = 2
 #: What a CJK bigram found only in the previous message counts (the SQLite store's
 #: CJK_PREV_WEIGHT: short CJK turns often answer the turn before).
 PREV_WEIGHT = 0.8
@@ -893,11 +898,49 @@ class PostgresSessionStore(hermes.SessionStore):
         if rare and len(rare) != len([n for n in counts if n]):
             keep = rare
         total = max(total, float(max(counts)), 1.0)
-        weighted = [(one, math.log(1.0 + (total - counts[i] + 0.5) / (counts[i] + 0.5)))
-                    for i in keep if counts[i] and (one := single[i]) is not None]
+        used = [i for i in keep if counts[i] and single[i] is not None]
+        weighted = [(str(single[i]), math.log(1.0 + (total - counts[i] + 0.5) / (counts[i] + 0.5))) for i in used]
         query = relaxed_query(planned, [planned.terms[i] for i in keep]) if keep != list(range(len(single))) \
             else stage.tsquery
-        return dataclasses.replace(stage, tsquery=query, weighted=weighted)
+        return dataclasses.replace(stage, tsquery=query, weighted=weighted,
+                                   counts=[(planned.terms[i], counts[i]) for i in used])
+
+    def _narrow_relaxed(self, stage: Rendered, total: float, count: int,
+                        filtered: bool) -> tuple[str | None, float | None]:
+        """A relaxed stage's matches as its term counts (:meth:`_drop_common_terms`) tell
+        them, and its candidates cut to the messages holding its rarer terms; from
+        ESTIMATES_FROM messages on (below, every match is read and ranked, as in the
+        SQLite store). Returns (the narrowed tsquery text or ``None``, the expected
+        matches or ``None``: ask the planner).
+
+        The counts' sum bounds the matches (and is close to them: different words seldom
+        share a message), so the planner is asked only with filters or negative terms,
+        which the counts do not include. Ranking reads every candidate's row, a random
+        page each (most of a question's time on a large table): when the stage will be
+        ranked, the rarest terms are taken first while their matches stay within
+        RELAXED_CANDIDATES of the rank cap (at least the rarest), as the bigram stage
+        narrows (:meth:`_narrow_grams`). Every term still counts in the score, so a
+        message holding a rare term and a common one still ranks first; messages
+        holding only the commoner terms are left out. Not narrowed when the rarer
+        terms' matches are fewer than RELAXED_MIN times the hits asked for."""
+        if total < ESTIMATES_FROM or not stage.counts:
+            return None, None
+        counts = [n for _, n in stage.counts]
+        cap = max(RANK_LIMIT, int(total * RANK_SHARE))
+        # Different words seldom share a message: their sum is close to the matches.
+        known = None if filtered or stage.stage.negatives else float(sum(counts))
+        if known is not None and known >= cap:
+            return None, known  # common: the newest are listed (without ranking cap matches first)
+        chosen: list[int] = []
+        expected = 0
+        for i in sorted(range(len(counts)), key=counts.__getitem__):
+            if chosen and expected + counts[i] > cap * RELAXED_CANDIDATES:
+                break
+            chosen.append(i)
+            expected += counts[i]
+        if len(chosen) == len(counts) or expected < RELAXED_MIN * count:
+            return None, known
+        return relaxed_query(stage.stage, [stage.counts[i][0] for i in chosen]), known
 
     def _user_messages(self, conn: Any) -> float:
         """This user and profile's messages as the planner's statistics know them (a count
@@ -912,12 +955,14 @@ class PostgresSessionStore(hermes.SessionStore):
         which sets the rank cap and whether the planner's estimates are used; ``narrow``:
         the filters may leave few messages (one session, a range ending in the past)."""
         stage = self._drop_common_terms(conn, stage, total)
+        narrowed, known = self._narrow_relaxed(stage, total, count, bool(filter_sql)) \
+            if stage.rank == "ts" else (None, None)
         gram_estimate = None
         if stage.rank == "grams" and stage.tsquery is not None:
             stage, gram_estimate = self._narrow_grams(conn, stage, total)
         where, params = [], []
         mode, rank = stage.mode, stage.rank
-        tsquery = None
+        tsquery, at = None, 0
         own = pgschema.OWN_TEXT
         if stage.cjk:
             # With a tsquery, coalesce keeps the planner off the CJK messages' index: a
@@ -928,8 +973,11 @@ class PostgresSessionStore(hermes.SessionStore):
             # The query as a value of type tsquery (normalized by the server first): the
             # planner then sees which lexemes it holds and how common they are, and
             # chooses between the GIN index and walking the newest messages.
-            tsquery = conn.execute("SELECT to_tsquery('hermes_words', %s)::text AS q", (stage.tsquery,)).fetchone()["q"]
+            row = conn.execute("SELECT to_tsquery('hermes_words', %s)::text AS q, to_tsquery('hermes_words', %s)::text "
+                               "AS n", (stage.tsquery, narrowed or "")).fetchone()
+            tsquery, narrowed = row["q"], (row["n"] if narrowed else None)
             where.append("m.tsv @@ %s::tsquery")
+            at = len(params)  # where the query is among the parameters (the narrowed one replaces it)
             params.append(tsquery)
         if stage.where:
             where.append(stage.where)
@@ -965,6 +1013,8 @@ class PostgresSessionStore(hermes.SessionStore):
             cap = max(RANK_LIMIT, int(total * RANK_SHARE))
             if gram_estimate is not None:
                 estimate = gram_estimate
+            elif known is not None:
+                estimate = known  # the relaxed terms' counts bound the matches
             elif total < ESTIMATES_FROM:
                 estimate = 0.0  # reading up to cap matches is cheap enough: no estimate needed
             elif stage.cjk and stage.tsquery is not None and not narrow:
@@ -977,7 +1027,7 @@ class PostgresSessionStore(hermes.SessionStore):
                 estimate = self._estimate(conn, cond, params)
             # The statistics know lexemes, not weights: a query of the message's own text
             # (weight A) matches about half the messages its lexemes are in.
-            factor = COMMON_ESTIMATE if ":A" in (tsquery or "") else 1
+            factor = COMMON_ESTIMATE if ":A" in (tsquery or "") and known is None else 1
             common = estimate >= cap * factor
             # The server scores and sorts; only the best `count` come back, with the number
             # of matches read (n).
@@ -985,7 +1035,13 @@ class PostgresSessionStore(hermes.SessionStore):
                 return (f"SELECT c.*, count(*) OVER () AS n FROM (SELECT m.id, {score} AS score, {tie} AS tie "
                         f"FROM messages m WHERE {condition} LIMIT %s) c ORDER BY score, tie, id DESC LIMIT %s")
 
-            if not common:
+            if not common and narrowed is not None:
+                # The rarer terms' matches only (see _narrow_relaxed); all of them when
+                # those were too few after all (filters, negative terms).
+                rows = conn.execute(top(cond), (*score_params, *params[:at], narrowed, *params[at + 1:], cap, count),
+                                    prepare=False).fetchall()
+                scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]
+            if not common and len(scored) < count:
                 rows = conn.execute(top(cond), (*score_params, *params, cap, count), prepare=False).fetchall()
                 common = bool(rows) and rows[0]["n"] >= cap
                 scored = [(float(r["score"]), r["tie"], r["id"]) for r in rows]

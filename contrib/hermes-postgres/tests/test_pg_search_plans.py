@@ -129,3 +129,55 @@ def test_a_cjk_word_deep_in_a_long_message_is_found(pg_cluster, pg_user) -> None
         assert [h["position"] for h in hits] == [1]  # the long one; not the message with both bigrams apart
     finally:
         store.close()
+
+
+def test_a_question_ranks_the_matches_of_its_rarer_terms(pg_cluster, monkeypatch) -> None:
+    """A relaxed question of a rare word and a commoner one ranks the rare word's matches
+    (each one a random row read on a large table), not every match of either: the
+    messages holding both still come first (before: the OR of both was ranked)."""
+    import uuid
+
+    import psycopg
+
+    schema = f"narrow_{uuid.uuid4().hex[:8]}"
+    store = PostgresSessionStore(pg_cluster.dsn, user="narrow", schema=schema, pool_max=1)
+    ranked: list[tuple[str, tuple]] = []  # the ranking statements the store ran (run again below)
+    execute = psycopg.Connection.execute
+
+    def spy(self, query, params=None, **kwargs):
+        if "OVER ()" in str(query):
+            ranked.append((query, params))
+        return execute(self, query, params, **kwargs)
+
+    try:
+        # One message a session (the previous message's words would count too), among
+        # others that mention neither word.
+        texts = ([f"quiet note {i}" for i in range(1000)] + [f"apple note {i}" for i in range(300)]
+                 + [f"zebra seen {i}" for i in range(45)] + [f"apple zebra {i}" for i in range(5)])
+        ids = []
+        with store.batch():
+            for i, text in enumerate(texts):
+                store.create_session(f"s{i}", started_at=T0 + i)
+                ids += store.append_messages(f"s{i}", [{"role": "user", "content": text, "timestamp": T0 + i}])
+        store._read(lambda c: c.execute("ANALYZE messages"))
+        monkeypatch.setattr(pgstore, "ESTIMATES_FROM", 0)  # as on a large table: estimates used
+        monkeypatch.setattr(pgstore, "RANK_LIMIT", 1000)  # 350 matches: ranked, not the newest
+        monkeypatch.setattr(pgstore, "RANK_SHARE", 0.0)
+        monkeypatch.setattr(psycopg.Connection, "execute", spy)
+        question = "when did we talk about the apple and zebra?"
+        hits = store.search_messages(question, limit=5)
+        assert {h["mode"] for h in hits} == {"relaxed"}
+        assert sorted(h["id"] for h in hits) == ids[-5:]  # both words: first
+        relaxed = [(q, p) for q, p in ranked if "'zebra'" in str(p) and "'when'" not in str(p)]
+        assert relaxed
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        for query, params in relaxed:  # how many matches each read and scored (column n)
+            rows = store._read(lambda c, q=query, p=params: c.execute(q, p).fetchall())
+            assert rows[0]["n"] == 50, rows[0]["n"]  # the zebras, not the 300 apples
+        more = store.search_messages(question, limit=40)
+        assert len(more) == 40 and {h["id"] for h in more} <= set(ids[-50:])  # zebras only
+        # More hits asked for than the rarer word has: every match is ranked.
+        every = store.search_messages(question, limit=60)
+        assert len(every) == 60 and set(ids[-50:]) <= {h["id"] for h in every}
+    finally:
+        store.close()
