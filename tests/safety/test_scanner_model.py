@@ -74,6 +74,7 @@ def test_model_scores_are_deterministic() -> None:
     assert load_model().score(text) == first
 
 
+@pytest.mark.slow  # retrains with 5-fold cross-validation: 30-60 s on two cores
 def test_training_is_deterministic_and_the_packaged_file_is_current() -> None:
     pytest.importorskip("numpy")
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_scanner_model.py"), "--check"],
