@@ -69,6 +69,8 @@ ESTIMATES_FROM = 100_000
 #: COMMON_MIN of them) is dropped while a rarer term is left (as in the SQLite store).
 COMMON_SHARE = 0.01
 COMMON_MIN = 2000
+#: Pages a bitmap scan asks the kernel for ahead of reading them (see _configure).
+IO_CONCURRENCY = 64
 #: A relaxed query ranks the matches of its rarest terms while they number at most this
 #: share of the rank cap (see PostgresSessionStore._narrow_relaxed) — if they are at least
 #: RELAXED_MIN times the hits asked for.
@@ -307,9 +309,13 @@ class PostgresSessionStore(hermes.SessionStore):
             raise hermes.StoreError(explain_connect_error(self.dsn, exc)) from exc
 
     def _configure(self, conn: Any) -> None:
+        # effective_io_concurrency: a search's bitmap scan reads its candidates' rows,
+        # random pages; asking for the next ones ahead (the server's default asks for one)
+        # read 870 uncached pages in 17 ms instead of 28 (1M-message bench).
         conn.execute("SELECT set_config('app.hermes_user', %s, false), set_config('app.hermes_profile', %s, false), "
-                     "set_config('search_path', %s, false), set_config('synchronous_commit', %s, false)",
-                     (self.user, self.profile, self._search_path, self.synchronous_commit))
+                     "set_config('search_path', %s, false), set_config('synchronous_commit', %s, false), "
+                     "set_config('effective_io_concurrency', %s, false)",
+                     (self.user, self.profile, self._search_path, self.synchronous_commit, str(IO_CONCURRENCY)))
 
     def close(self) -> None:
         if self._closed:
@@ -881,18 +887,12 @@ class PostgresSessionStore(hermes.SessionStore):
         single = [relaxed_query(dataclasses.replace(planned, negatives=[]), [t]) for t in planned.terms]
         row = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
                                                  for i in range(len(single))), single).fetchone()
-        counts = []
-        for i in range(len(single)):
-            # Matches up to cap, counted while few; a term the planner expects in more than
-            # a tenth of cap messages takes its estimate (counting would read them all; the
-            # statistics of 10,000 lexemes are within a few percent there).
-            query = row[f"q{i}"]
-            estimate = self._estimate(conn, "m.tsv @@ %s::tsquery", [query]) if total >= ESTIMATES_FROM else 0.0
-            if estimate >= cap / 10:
-                counts.append(min(cap, int(estimate)))
-                continue
-            counts.append(conn.execute("SELECT count(*) AS n FROM (SELECT 1 FROM messages m WHERE m.tsv @@ %s::tsquery "
-                                       "LIMIT %s) x", (query, cap), prepare=False).fetchone()["n"])
+        queries = [row[f"q{i}"] for i in range(len(single))]
+        if total >= ESTIMATES_FROM:
+            counts = self._index_counts(conn, queries, cap)
+        else:  # matches up to cap, counted (exact for this user)
+            counts = [conn.execute("SELECT count(*) AS n FROM (SELECT 1 FROM messages m WHERE m.tsv @@ %s::tsquery "
+                                   "LIMIT %s) x", (query, cap), prepare=False).fetchone()["n"] for query in queries]
         keep = list(range(len(single)))
         rare = [i for i, n in enumerate(counts) if 0 < n < cap]
         if rare and len(rare) != len([n for n in counts if n]):
@@ -904,6 +904,38 @@ class PostgresSessionStore(hermes.SessionStore):
             else stage.tsquery
         return dataclasses.replace(stage, tsquery=query, weighted=weighted,
                                    counts=[(planned.terms[i], counts[i]) for i in used])
+
+    @staticmethod
+    def _index_counts(conn: Any, queries: list[str], cap: int) -> list[int]:
+        """Each tsquery's matches among this user's messages (at most ``cap``), for all of
+        them in one statement that reads no message: the words index's entries for it
+        (what its bitmap scan hands out; the index holds every user's messages, so
+        scaled by this user's share of them as the planner sees it), or the planner's
+        estimate when it would not use the index (a common word: its statistics are
+        within a few percent there). Counting the matches themselves reads a random
+        row each — up to cap of them for a prefix (``'quiva':*``) the planner takes
+        for rare — which was most of a question's time on a large table."""
+        subqueries = ", ".join(f"(SELECT 1 FROM messages m WHERE m.tsv @@ %s::tsquery LIMIT 1) AS t{i}"
+                               for i in range(len(queries)))
+        plan = conn.execute(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT {subqueries}", queries,
+                            prepare=False).fetchone()["QUERY PLAN"][0]["Plan"]
+        counts = []
+        for sub in sorted(plan.get("Plans", []), key=lambda p: int(p["Subplan Name"].split()[1])):
+            nodes, scan, index = [sub], None, None
+            while nodes:
+                node = nodes.pop()
+                if scan is None and node["Node Type"] != "Limit":
+                    scan = node  # the first node under the LIMIT: its rows as the planner expects them
+                if node["Node Type"] == "Bitmap Index Scan" and str(node.get("Index Name", "")).endswith("messages_tsv"):
+                    index = node
+                nodes += node.get("Plans", [])
+            expected = float(scan["Plan Rows"]) if scan is not None else 0.0
+            if index is None:
+                counts.append(min(cap, int(expected)))
+            else:
+                share = min(1.0, expected / max(float(index["Plan Rows"]), 1.0))
+                counts.append(min(cap, round(float(index["Actual Rows"]) * share)))
+        return counts
 
     def _narrow_relaxed(self, stage: Rendered, total: float, count: int,
                         filtered: bool) -> tuple[str | None, float | None]:
