@@ -906,20 +906,19 @@ class PostgresSessionStore(hermes.SessionStore):
                                    counts=[(planned.terms[i], counts[i]) for i in used])
 
     @staticmethod
-    def _index_counts(conn: Any, queries: list[str], cap: int) -> list[int]:
-        """Each tsquery's matches among this user's messages (at most ``cap``), for all of
-        them in one statement that reads no message: the words index's entries for it
-        (what its bitmap scan hands out; the index holds every user's messages, so
-        scaled by this user's share of them as the planner sees it), or the planner's
-        estimate when it would not use the index (a common word: its statistics are
-        within a few percent there). Counting the matches themselves reads a random
-        row each — up to cap of them for a prefix (``'quiva':*``) the planner takes
-        for rare — which was most of a question's time on a large table."""
+    def _plan_each(conn: Any, queries: list[str], *, analyze: bool = False) -> list[tuple[float, Any]]:
+        """For each tsquery, in one statement: the matches the planner expects among this
+        user's messages, and the words index's bitmap scan node of its plan (``None``
+        when the planner would not use the index; with ``analyze`` the node holds the
+        entries it handed out, the query being run up to its first match)."""
+        if not queries:
+            return []
         subqueries = ", ".join(f"(SELECT 1 FROM messages m WHERE m.tsv @@ %s::tsquery LIMIT 1) AS t{i}"
                                for i in range(len(queries)))
-        plan = conn.execute(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT {subqueries}", queries,
+        options = "ANALYZE, TIMING OFF, FORMAT JSON" if analyze else "FORMAT JSON"
+        plan = conn.execute(f"EXPLAIN ({options}) SELECT {subqueries}", queries,
                             prepare=False).fetchone()["QUERY PLAN"][0]["Plan"]
-        counts = []
+        out = []
         for sub in sorted(plan.get("Plans", []), key=lambda p: int(p["Subplan Name"].split()[1])):
             nodes, scan, index = [sub], None, None
             while nodes:
@@ -929,7 +928,21 @@ class PostgresSessionStore(hermes.SessionStore):
                 if node["Node Type"] == "Bitmap Index Scan" and str(node.get("Index Name", "")).endswith("messages_tsv"):
                     index = node
                 nodes += node.get("Plans", [])
-            expected = float(scan["Plan Rows"]) if scan is not None else 0.0
+            out.append((float(scan["Plan Rows"]) if scan is not None else 0.0, index))
+        return out
+
+    @staticmethod
+    def _index_counts(conn: Any, queries: list[str], cap: int) -> list[int]:
+        """Each tsquery's matches among this user's messages (at most ``cap``), for all of
+        them in one statement that reads no message: the words index's entries for it
+        (what its bitmap scan hands out; the index holds every user's messages, so
+        scaled by this user's share of them as the planner sees it), or the planner's
+        estimate when it would not use the index (a common word: its statistics are
+        within a few percent there). Counting the matches themselves reads a random
+        row each — up to cap of them for a prefix (``'quiva':*``) the planner takes
+        for rare — which was most of a question's time on a large table."""
+        counts = []
+        for expected, index in PostgresSessionStore._plan_each(conn, queries, analyze=True):
             if index is None:
                 counts.append(min(cap, int(expected)))
             else:
@@ -1223,7 +1236,8 @@ class PostgresSessionStore(hermes.SessionStore):
         """Each CJK bigram's expected number of messages (the planner's statistics)."""
         values = conn.execute("SELECT " + ", ".join(f"to_tsquery('hermes_words', %s)::text AS q{i}"
                                                     for i in range(len(grams))), grams).fetchone()
-        return {g: self._estimate(conn, "m.tsv @@ %s::tsquery", [values[f"q{i}"]]) for i, g in enumerate(grams)}
+        planned = self._plan_each(conn, [values[f"q{i}"] for i in range(len(grams))])  # one statement for all
+        return {g: expected for g, (expected, _) in zip(grams, planned, strict=True)}
 
     def _cjk_estimate(self, conn: Any, stage: Rendered) -> float:
         """Messages a CJK stage is expected to match (see :meth:`_run_stage`)."""
