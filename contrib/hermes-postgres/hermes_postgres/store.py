@@ -942,12 +942,13 @@ class PostgresSessionStore(hermes.SessionStore):
         row each — up to cap of them for a prefix (``'quiva':*``) the planner takes
         for rare — which was most of a question's time on a large table."""
         counts = []
-        for expected, index in PostgresSessionStore._plan_each(conn, queries, analyze=True):
-            if index is None:
-                counts.append(min(cap, int(expected)))
-            else:
-                share = min(1.0, expected / max(float(index["Plan Rows"]), 1.0))
-                counts.append(min(cap, round(float(index["Actual Rows"]) * share)))
+        for query, (expected, index) in zip(queries, PostgresSessionStore._plan_each(conn, queries, analyze=True),
+                                            strict=True):
+            found = expected if index is None else \
+                float(index["Actual Rows"]) * min(1.0, expected / max(float(index["Plan Rows"]), 1.0))
+            # Neither the index nor the statistics know weights: a query of the message's
+            # own text (weight A) matches about half the messages its lexemes are in.
+            counts.append(min(cap, round(found / (COMMON_ESTIMATE if ":A" in (query or "") else 1))))
         return counts
 
     def _narrow_relaxed(self, stage: Rendered, total: float, count: int,
