@@ -181,3 +181,31 @@ def test_a_question_ranks_the_matches_of_its_rarer_terms(pg_cluster, monkeypatch
         assert len(every) == 60 and set(ids[-50:]) <= {h["id"] for h in every}
     finally:
         store.close()
+
+
+def test_term_counts_on_a_large_table_are_the_matches(pg_cluster) -> None:
+    """The relaxed terms' counts on a large table come from the words index's entries
+    where the planner reads it (no message read; the 1M bench's rare words and prefixes)
+    and are counted where it would not yet expects few (here: another index for a small
+    table, statistics older than the rows): either way this user's matches, a prefix's
+    too (the planner takes ``'kiwi':*`` for 12)."""
+    import uuid
+
+    schema = f"counts_{uuid.uuid4().hex[:8]}"
+    store = PostgresSessionStore(pg_cluster.dsn, user="counts", schema=schema, pool_max=1)
+    try:
+        store.create_session("c", started_at=T0)
+        store.append_messages("c", [{"role": "user", "content": f"kiwi{i % 7} mango{i % 40} plain",
+                                     "timestamp": T0 + i} for i in range(400)])
+        store._read(lambda c: c.execute("ANALYZE messages"))
+        store.append_messages("c", [{"role": "user", "content": f"zebra{i % 2} late", "timestamp": T0 + 1000 + i}
+                                    for i in range(300)])  # not in the statistics
+        queries = ["'kiwi3'", "'kiwi':*", "'mango7'", "'absent'", "'zebra1'", "'kiwi3':A"]
+        got = store._read(lambda c: PostgresSessionStore._index_counts(c, queries, 10_000))
+        exact = store._read(lambda c: [PostgresSessionStore._count(c, q, 10_000) for q in queries])
+        assert got == exact
+        # Each message holds the previous one's words too (weight D, the context).
+        kiwi3 = sum(1 for i in range(400) if i % 7 == 3)
+        assert exact == [2 * kiwi3, 401, 20, 0, 150 + 149, kiwi3]  # the last zebra1 has no next
+    finally:
+        store.close()
