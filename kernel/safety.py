@@ -260,6 +260,7 @@ class ThreatRule:
         flags = self.flags & ~re.IGNORECASE
         pattern, inner, unless = (re.compile(_lower_pattern(p), flags) if p else None for p in parts)
         assert pattern is not None
+        pattern = _with_first_chars(pattern)
         return pattern, inner, unless
 
     def find(self, text: str, pos: int = 0, endpos: int | None = None, *,
@@ -411,6 +412,83 @@ def _lower_pattern(pattern: str) -> str:
             out.append(pattern[i].lower())
             i += 1
     return "".join(out)
+
+
+def _first_chars(items: Any) -> tuple[set[str], bool] | None:
+    """The characters a parsed expression's match can begin with (as character-class
+    fragments) and whether it can match empty; ``None`` when that is not simple to say."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    categories = {c.CATEGORY_DIGIT: "\\d", c.CATEGORY_NOT_DIGIT: "\\D", c.CATEGORY_SPACE: "\\s",
+                  c.CATEGORY_NOT_SPACE: "\\S", c.CATEGORY_WORD: "\\w", c.CATEGORY_NOT_WORD: "\\W"}
+    found: set[str] = set()
+    for op, av in items:
+        if op is c.LITERAL:
+            found.add(re.escape(chr(av)))
+            return found, False
+        if op is c.IN:
+            for item_op, item in av:
+                if item_op is c.LITERAL:
+                    found.add(re.escape(chr(item)))
+                elif item_op is c.RANGE:
+                    found.add(f"{re.escape(chr(item[0]))}-{re.escape(chr(item[1]))}")
+                elif item_op is c.CATEGORY and item in categories:
+                    found.add(categories[item])
+                else:  # a negated class, or a category of another kind
+                    return None
+            return found, False
+        if op in (c.AT, c.ASSERT, c.ASSERT_NOT):
+            continue  # zero-width: the next item begins the match
+        if op is c.BRANCH:
+            empty = False
+            for alternative in av[1]:
+                sub = _first_chars(alternative)
+                if sub is None:
+                    return None
+                found |= sub[0]
+                empty = empty or sub[1]
+        elif op is c.SUBPATTERN and not av[1] and not av[2]:  # a group that sets no flags
+            sub = _first_chars(av[3])
+            if sub is None:
+                return None
+            found |= sub[0]
+            empty = sub[1]
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            sub = _first_chars(av[2])
+            if sub is None:
+                return None
+            found |= sub[0]
+            empty = sub[1] or av[0] == 0
+        else:  # any character, a back-reference …: give up
+            return None
+        if not empty:
+            return found, False
+    return found, True
+
+
+def _with_first_chars(regex: re.Pattern[str]) -> re.Pattern[str]:
+    """``regex`` (case-sensitive) behind a look-ahead for the characters a match can
+    begin with. Python's re tries an expression that opens with ``\\b`` or a big
+    alternation at every position of the text; the look-ahead turns most of those tries
+    into one character test (matches are the same: the look-ahead lists every character
+    a match can start with, or the expression is kept as it is)."""
+    from re import _parser as p  # type: ignore[attr-defined]
+
+    if regex.flags & (re.IGNORECASE | re.VERBOSE | re.ASCII | re.LOCALE):
+        return regex
+    try:
+        first = _first_chars(p.parse(regex.pattern, regex.flags))
+    except (re.error, RecursionError):
+        return regex
+    if first is None or first[1] or not first[0]:
+        return regex
+    flags = re.match(r"\(\?[imsux]+\)", regex.pattern)  # inline flags must stay in front
+    head = flags.group(0) if flags else ""
+    wrapped = f"{head}(?=[{''.join(sorted(first[0]))}])(?:{regex.pattern[len(head):]})"
+    try:
+        return re.compile(wrapped, regex.flags)
+    except re.error:
+        return regex
 
 
 def _fold(literal: str) -> str:
@@ -691,27 +769,31 @@ def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int] | None
     they stand as whole words); ``None`` for a trigger found more than
     :data:`_MAX_PLACES` times."""
     positions: dict[str, list[int] | None] = {}
-    for key in hits:
-        word = _is_word(key)
+    words = {key for key in hits if _is_word(key)}
+    if words:
+        # A whole-word occurrence is a \w+ run equal to the word (re's \w is exactly
+        # isalnum() or "_"), so one pass over the words finds every word trigger: a
+        # str.find per trigger stopped at each "ai" inside "said", "main" … in Python.
+        found: dict[str, list[int]] = {key: [] for key in words}
+        get = found.get
+        for m in _WORD_RE.finditer(lower):
+            at = get(m.group())
+            if at is not None:
+                at.append(m.start())
+        positions.update((key, None if len(at) > _MAX_PLACES else at) for key, at in found.items())
+    for key in hits - words:
         needle = key.rstrip("\x00")
-        at: list[int] = []
-        too_many = False
+        places: list[int] = []
         i = lower.find(needle)
         while i >= 0:
-            j = i + len(needle)
-            if not word or ((i == 0 or not _is_word_char(lower[i - 1]))
-                            and (j >= len(lower) or not _is_word_char(lower[j]))):
-                if len(at) >= _MAX_PLACES:
-                    too_many = True
-                    break
-                at.append(i)
+            if len(places) >= _MAX_PLACES:
+                positions[key] = None
+                break
+            places.append(i)
             i = lower.find(needle, i + 1)
-        positions[key] = None if too_many else at
+        else:
+            positions[key] = places
     return positions
-
-
-def _is_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
 
 
 # Texts up to this long are searched whole by every candidate rule; longer ones only
