@@ -325,9 +325,9 @@ class RuleSet:
 
     @cached_property
     def _index(self) -> tuple[dict[str, dict[str, tuple[int, ...]]], frozenset[str],
-                              dict[str, tuple[tuple[str, str], ...]]]:
+                              dict[str, tuple[tuple[str, str, int], ...]]]:
         # Per scope, trigger -> indexes of the rules listing it (under ``any``); the set
-        # of word triggers; and the substring triggers as (key, needle) pairs.
+        # of word triggers; and the substring triggers as (key, needle, kind).
         per_scope: dict[str, dict[str, tuple[int, ...]]] = {}
         for scope, rules in self.by_scope.items():
             index: dict[str, list[int]] = {}
@@ -338,21 +338,33 @@ class RuleSet:
         every = {t for r in self.rules for t in r.any | r.also}
         words = frozenset(t for t in every if _is_word(t))
         # Substring needles grouped by their first character: a text only pays for the
-        # needles that start with a character it contains.
-        subs: dict[str, list[tuple[str, str]]] = {}
+        # needles that start with a character it contains. Each is marked 0 (ASCII only),
+        # 1 (no ASCII) or 2 (both) for ``triggered``.
+        subs: dict[str, list[tuple[str, str, int]]] = {}
         for t in sorted(every):
             if not _is_word(t):
                 needle = t.rstrip("\x00")
-                subs.setdefault(needle[0], []).append((t, needle))
+                kind = 0 if needle.isascii() else 1 if _NON_ASCII_RE.fullmatch(needle) else 2
+                subs.setdefault(needle[0], []).append((t, needle, kind))
         return per_scope, words, {c: tuple(v) for c, v in subs.items()}
 
     def triggered(self, text_lower: str, words: Iterable[str], substrings: bool = True) -> set[str]:
         """The triggers (words and substrings) present in a lower-cased text."""
         _, word_triggers, subs = self._index
         hits = set(word_triggers.intersection(words))
-        if substrings:
-            hits.update([key for first in subs.keys() & set(text_lower)
-                         for key, needle in subs[first] if needle in text_lower])
+        if not substrings:
+            return hits
+        firsts = subs.keys() & set(text_lower)
+        if text_lower.isascii():
+            hits.update([key for first in firsts for key, needle, _ in subs[first] if needle in text_lower])
+            return hits
+        # One non-ASCII character makes every character of a str 2 or 4 bytes wide, and
+        # ``in`` several times slower. A needle of ASCII only lies inside a run of ASCII,
+        # one without ASCII inside a run of the other characters: each is looked for in
+        # its runs (joined by NUL, which no needle holds), a narrower or shorter string.
+        strings = ("\x00".join(_NON_ASCII_RE.split(text_lower)),
+                   "\x00".join(_NON_ASCII_RE.findall(text_lower)), text_lower)
+        hits.update([key for first in firsts for key, needle, kind in subs[first] if needle in strings[kind]])
         return hits
 
     def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
