@@ -233,7 +233,9 @@ class ThreatModel:
     def evidence(self, piece: str, top: int = 4) -> list[str]:
         """The features of ``piece`` that pushed hardest towards "attack"."""
         get = self.weights.get
-        ranked = sorted(set(features(piece, self.lexicon)), key=lambda f: -get(f, 0.0))
+        # Ties broken by name: a set's order changes with the process's hash seed, and
+        # the evidence named in a finding must not.
+        ranked = sorted(set(features(piece, self.lexicon)), key=lambda f: (-get(f, 0.0), f))
         return [f for f in ranked[:top] if get(f, 0.0) > 0]
 
 
