@@ -39,7 +39,9 @@ How a text is scanned:
    looked up through an inverted index) decides which rules' expressions run at all; in
    a text over 2 KB a rule is searched only within its ``reach`` of those words. The
    expressions run lower-cased on lower-cased text (``re`` is several times slower with
-   IGNORECASE). Every gap in a pattern is bounded, so no rule can backtrack
+   IGNORECASE), each behind a look-ahead for the characters its match can begin with
+   (worked out from the expression when it is loaded: ``re`` would otherwise try a big
+   alternation at every position). Every gap in a pattern is bounded, so no rule can backtrack
    catastrophically (tests/kernel/test_safety.py rejects nested unbounded repeats and runs
    each rule against adversarial input under a hang guard).
 6. The weights of the distinct rules found add up to the score; weak hints count
