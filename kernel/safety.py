@@ -260,9 +260,8 @@ class ThreatRule:
         if not self.flags & re.IGNORECASE or any(p and "(?-i" in p for p in parts):
             return None
         flags = self.flags & ~re.IGNORECASE
-        pattern, inner, unless = (re.compile(_lower_pattern(p), flags) if p else None for p in parts)
-        assert pattern is not None
-        pattern = _with_first_chars(pattern)
+        inner, unless = (re.compile(_lower_pattern(p), flags) if p else None for p in parts[1:])
+        pattern = _with_first_chars(_lower_pattern(self.pattern), flags)
         return pattern, inner, unless
 
     def find(self, text: str, pos: int = 0, endpos: int | None = None, *,
@@ -480,29 +479,27 @@ def _first_chars(items: Any) -> tuple[set[str], bool] | None:
     return found, True
 
 
-def _with_first_chars(regex: re.Pattern[str]) -> re.Pattern[str]:
-    """``regex`` (case-sensitive) behind a look-ahead for the characters a match can
+def _with_first_chars(source: str, flags: int) -> re.Pattern[str]:
+    """``source`` compiled (case-sensitive) behind a look-ahead for the characters a match can
     begin with. Python's re tries an expression that opens with ``\\b`` or a big
     alternation at every position of the text; the look-ahead turns most of those tries
     into one character test (matches are the same: the look-ahead lists every character
     a match can start with, or the expression is kept as it is)."""
     from re import _parser as p  # type: ignore[attr-defined]
 
-    if regex.flags & (re.IGNORECASE | re.VERBOSE | re.ASCII | re.LOCALE):
-        return regex
     try:
-        first = _first_chars(p.parse(regex.pattern, regex.flags))
+        parsed = p.parse(source, flags)
     except (re.error, RecursionError):
-        return regex
+        return re.compile(source, flags)
+    first = None if parsed.state.flags & (re.IGNORECASE | re.VERBOSE | re.ASCII | re.LOCALE) else _first_chars(parsed)
     if first is None or first[1] or not first[0]:
-        return regex
-    flags = re.match(r"\(\?[imsux]+\)", regex.pattern)  # inline flags must stay in front
-    head = flags.group(0) if flags else ""
-    wrapped = f"{head}(?=[{''.join(sorted(first[0]))}])(?:{regex.pattern[len(head):]})"
+        return re.compile(source, flags)
+    inline = re.match(r"\(\?[imsux]+\)", source)  # inline flags must stay in front
+    head = inline.group(0) if inline else ""
     try:
-        return re.compile(wrapped, regex.flags)
+        return re.compile(f"{head}(?=[{''.join(sorted(first[0]))}])(?:{source[len(head):]})", flags)
     except re.error:
-        return regex
+        return re.compile(source, flags)
 
 
 def _fold(literal: str) -> str:

@@ -62,8 +62,9 @@ def test_lookahead_covers_the_first_characters() -> None:
     assert _first_chars(_parser.parse(r"(?<![\w.])\.env")) == ({r"\."}, False)
     assert _first_chars(_parser.parse(r"[^a]b")) is None  # a negated class: any character
     assert _first_chars(_parser.parse(r"a*"))[1] is True  # can match empty: left alone
-    assert _with_first_chars(re.compile(r"a*")).pattern == "a*"
-    wrapped = _with_first_chars(re.compile(r"(?m)^abc|^x"))
+    assert _with_first_chars(r"a*", 0).pattern == "a*"
+    assert _with_first_chars(r"(?i)ab", 0).pattern == "(?i)ab"  # case-insensitive: left alone
+    wrapped = _with_first_chars(r"(?m)^abc|^x", 0)
     assert wrapped.pattern.startswith("(?m)(?=[")
     assert [m.span() for m in wrapped.finditer("abc\nx\nzabc")] == [(0, 3), (4, 5)]
 
