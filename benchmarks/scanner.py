@@ -17,7 +17,8 @@ Prints one JSON line per figure:
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
 * ``{"figure": "rules_load_ms"}`` — parsing and compiling threat_rules.yaml once (and
-  ``model_load_ms`` for threat_model.json);
+  ``model_load_ms`` for threat_model.json); ``first_scan_ms`` — the first scan of a
+  16 KB document after that, which compiles the expressions it needs;
 * ``{"figure": "scan_ms_per_kb", "input": …}`` — median CPU ms per KB of text for the
   scanner and for the baseline (one precompiled regex, the first scanner's
   "ignore … previous … instructions" pattern, searched once), and their ratio; inputs
@@ -189,6 +190,7 @@ def ms_per_kb(texts: list[str], fn, runs: int) -> float:
 
 
 def speed(runs: int) -> float:
+    re.purge()  # re's own cache would hand back the expressions the rates above compiled
     start = time.perf_counter()
     load_rules.cache_clear()
     load_rules()
@@ -198,6 +200,12 @@ def speed(runs: int) -> float:
     model = load_model()
     emit(figure="model_load_ms", ms=round((time.perf_counter() - start) * 1000, 2))
     rows = load("tune") + load("heldout")
+    # The first scan compiles the expressions of the rules it needs (lazily, once per
+    # process); a 16 KB document needs most of them.
+    first = documents(rows, 16384, 1, 3)[0]
+    start = time.perf_counter()
+    scan_for_threats(first, scope="context_file")
+    emit(figure="first_scan_ms", ms=round((time.perf_counter() - start) * 1000, 2))
     inputs = {
         "corpus texts": [r["text"] for r in rows],
         "4 KB documents": documents(rows, 4096, 40, 1),
