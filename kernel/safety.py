@@ -241,6 +241,8 @@ class ThreatRule:
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
+        if not self.flags & re.IGNORECASE:  # a case-sensitive rule runs as written, sped up
+            return _with_first_chars(self.pattern, self.flags)
         return re.compile(self.pattern, self.flags)
 
     @cached_property

@@ -109,3 +109,17 @@ def test_triggers_are_the_plain_substring_and_word_lookups(text: str) -> None:
         else:
             places = [m.start() for m in re.finditer("(?=" + re.escape(needle) + ")", lower)]
         assert positions[key] == (places if len(places) <= 40 else None), key
+
+
+def test_case_sensitive_rules_match_the_same_on_the_corpus() -> None:
+    texts = []
+    for name in ("tune.jsonl", "heldout.jsonl"):
+        with open(DATA / name, encoding="utf-8") as fh:
+            texts += [normalize_for_scan(json.loads(line)["text"]) for line in fh if line.strip()]
+    texts.append("AKIAABCDEFGHIJKLMNOP sk-ant-" + "x" * 30 + " ![a](https://e.example/p?d=1) me@x.org  $OPENAI_API_KEY")
+    rules = [r for r in load_rules().rules if not r.flags & re.IGNORECASE]
+    assert any(r.regex.pattern != r.pattern for r in rules)  # the shortcut is in use
+    for rule in rules:
+        plain = re.compile(rule.pattern, rule.flags)
+        for text in texts:
+            assert [m.span() for m in rule.regex.finditer(text)] == [m.span() for m in plain.finditer(text)], rule.id
