@@ -11,8 +11,11 @@ Prints one JSON line per figure:
   in ``gen/``, split by ``hermes.threat_model.corpus_side`` into the train side (the
   model learned from it) and the dev side (held back), with ``rules_only`` beside it;
   ``{"figure": "gen_dev_language", …}`` — the dev sides per language;
-* ``{"figure": "fresh2", …}`` — the same on ``fresh2.jsonl`` (a batch in new phrasings,
-  never tuned on), in total and per language, with ``rules_only`` beside it; left out
+* ``{"figure": "unseen", "set": …}`` — the same on the unseen sets, in total and per
+  language, with ``rules_only`` beside it: ``fresh2.jsonl`` (a batch in new phrasings,
+  never tuned on, measured often since: a validation set now), ``fresh3.jsonl`` and
+  ``fresh4.jsonl`` (written from the issue text alone by authors who never saw the
+  rules, the model or any other corpus; never looked at while tuning); left out
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
@@ -49,6 +52,8 @@ from hermes.threat_model import MIN_WORDS, corpus_side, load_model
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scanner"
 TARGET_MS_PER_KB = 1.0
+#: Sets never tuned on (see tests/data/scanner/README.md).
+UNSEEN = ("fresh2", "fresh3", "fresh4")
 
 # The first scanner's best-known pattern: the plain baseline.
 BASELINE = re.compile(
@@ -137,27 +142,28 @@ def gen() -> None:
 
 
 def fresh(unseen: bool = True) -> None:
-    """What the model alone added on every corpus; with ``unseen``, fresh2.jsonl (never
-    tuned on) with and without the learned model."""
+    """What the model alone added on every corpus; with ``unseen``, the unseen sets
+    (fresh2-4, never tuned on) with and without the learned model."""
     sets = {half: load(half) for half in ("tune", "heldout")}
     sets["gen dev"] = [r for (_, side), rows in gen_rows().items() if side == "dev" for r in rows]
     if unseen:
-        sets["fresh2"] = load("fresh2")
+        for name in UNSEEN:
+            sets[name] = load(name)
     for half, rows in sets.items():
         full, only = _verdicts(rows)
         extra = [(r["label"], f and not o) for r, f, o in zip(rows, full, only, strict=True)]
         emit(figure="model_contribution", half=half,
              attacks_only_model_blocked=sum(e for label, e in extra if label == "attack"),
              benign_only_model_blocked=sum(e for label, e in extra if label == "benign"))
-        if half != "fresh2":
+        if half not in UNSEEN:
             continue
-        emit(figure="fresh2", language="all", **tally(rows, full), rules_only=tally(rows, only))
+        emit(figure="unseen", set=half, language="all", **tally(rows, full), rules_only=tally(rows, only))
         groups: dict[str, list[int]] = defaultdict(list)
         for i, row in enumerate(rows):
             groups[row["language"]].append(i)
         for name in sorted(groups, key=lambda g: (-len(groups[g]), g)):
             idx = groups[name]
-            emit(figure="fresh2", language=name, **tally([rows[i] for i in idx], [full[i] for i in idx]),
+            emit(figure="unseen", set=half, language=name, **tally([rows[i] for i in idx], [full[i] for i in idx]),
                  rules_only=tally([rows[i] for i in idx], [only[i] for i in idx]))
 
 
@@ -236,7 +242,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per input (median reported)")
     parser.add_argument("--no-unseen", action="store_true",
-                        help="leave out the unseen sets (fresh2): use this while tuning")
+                        help="leave out the unseen sets (fresh2-4): use this while tuning")
     args = parser.parse_args()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     emit(figure="machine", python=platform.python_version(), platform=platform.platform(),

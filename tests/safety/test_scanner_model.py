@@ -2,8 +2,8 @@
 
 The model is trained (benchmarks/train_scanner_model.py) on tune.jsonl, the train side
 of each gen/*.jsonl and hard negatives (ordinary chat, doc paragraphs); the gen dev
-sides, heldout.jsonl and fresh2.jsonl are never read there. fresh2.jsonl is the lead's
-unseen set: its floors are what was measured before this model (62.0% / 3.3%)."""
+sides, heldout.jsonl and fresh2-4.jsonl are never read there. fresh2-4 are the lead's
+unseen sets: their floors are what the shipped scanner measured on them."""
 
 from __future__ import annotations
 
@@ -97,16 +97,23 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert "\n" not in str(err.value)
 
 
-def test_fresh2_rates_meet_their_measured_floor() -> None:
-    rows = load("fresh2")
+#: The unseen sets' floors: what the shipped scanner measured (stop 12), so a change that
+#: loses ground on text nobody tuned for fails. fresh3/fresh4 were written from the issue
+#: text alone; before this session's scanner they measured 46.9% / 6.2% and 55.8% / 9.2%.
+UNSEEN_FLOORS = {"fresh2": (0.81, 0.022), "fresh3": (0.70, 0.025), "fresh4": (0.74, 0.042)}
+
+
+@pytest.mark.parametrize("name", sorted(UNSEEN_FLOORS))
+def test_unseen_rates_meet_their_measured_floor(name: str) -> None:
+    rows = load(name)
     attacks = [r for r in rows if r["label"] == "attack"]
     benign = [r for r in rows if r["label"] == "benign"]
     assert len(attacks) >= 80 and len(benign) >= 80 and len({r["language"] for r in rows}) >= 10
     blocked = sum(bool(scan_for_threats(r["text"], scope=r["scope"])) for r in attacks) / len(attacks)
     wrong = sum(bool(scan_for_threats(r["text"], scope=r["scope"])) for r in benign) / len(benign)
-    print(f"fresh2: {blocked:.1%} of attacks blocked, {wrong:.1%} of benign texts blocked")
-    # Measured with the gated model (a rule hint required): 62.0% / 3.3% (57/92, 3/92).
-    assert blocked >= 0.60 and wrong <= 0.04
+    print(f"{name}: {blocked:.1%} of attacks blocked, {wrong:.1%} of benign texts blocked")
+    floor, ceiling = UNSEEN_FLOORS[name]
+    assert blocked >= floor and wrong <= ceiling
 
 
 def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
