@@ -1,7 +1,9 @@
 """Broken answers from a flaky proxy or a wrong base_url, through the real SDKs against
 the fake server's fault modes: a stream cut mid-answer is marked incomplete (never a
-complete answer), and a 200 with a body that is not the API's answer is one clear
-LLMError (never an AssertionError or JSONDecodeError traceback)."""
+complete answer), a 200 with a body that is not the API's answer is one clear
+LLMError (never an AssertionError or JSONDecodeError traceback), and a connection that
+drops mid-answer says the answer broke off (ask again), never "cannot reach … check
+model.base_url and the network": the server was reached and had already answered."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ def client(provider: str, fake_llm):
 
 def request() -> hermes.LLMRequest:
     return hermes.LLMRequest(model="fake-model", messages=[{"role": "user", "content": "deploy"}])
+
+
+def looks_like_a_setup_problem(message: str) -> bool:
+    return any(s in message for s in ("cannot reach", "base_url", "network"))
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -62,10 +68,29 @@ def test_a_body_that_is_not_the_api_answer_is_one_clear_error(provider, fault, m
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_dropped_connection_is_an_unavailable_error(provider, fake_llm):
-    fake_llm.queue(*[Reply(text=TEXT, fault="drop")] * 2)
-    with pytest.raises(hermes.LLMUnavailableError):
-        list(client(provider, fake_llm).stream(request()))
+def test_a_drop_mid_answer_says_the_answer_broke_off(provider, fake_llm):
+    fake_llm.queue(Reply(text=TEXT, fault="drop"))
+    shown: list[str] = []
+    with pytest.raises(hermes.LLMUnavailableError) as info:
+        for event in client(provider, fake_llm).stream(request()):
+            if event.kind == "text":
+                shown.append(event.text)
+    message = str(info.value)
+    assert shown  # text had arrived: the server was reached
+    assert "dropped in the middle of the answer" in message and "ask again" in message
+    assert not looks_like_a_setup_problem(message), message
+    assert "\n" not in message
+    assert len(fake_llm.requests) == 1  # never silently restarted after text was shown
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_server_that_cannot_be_reached_still_says_so(provider, fake_llm):
+    """Before any answer arrived, a refused connection is a setup question."""
+    c = client(provider, fake_llm)
+    c.base_url = "http://127.0.0.1:9" + ("/v1" if provider == "openai" else "")  # discard port: refused
+    with pytest.raises(hermes.LLMUnavailableError) as info:
+        list(c.stream(request()))
+    assert "cannot reach" in str(info.value)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -80,7 +105,11 @@ def test_the_agent_stores_a_cut_answer_marked_incomplete(provider, fault, kernel
         result = agent.run_turn("deploy", on_text=shown.append)
         assert result.status == "incomplete"
         assert result.answer == "".join(shown) and 0 < len(result.answer) < len(TEXT)
-        assert any("cut off" in n for n in result.notices)
+        note = " ".join(result.notices)
+        assert "cut off" in note
+        if fault == "drop":
+            assert "dropped in the middle of the answer" in note
+            assert not looks_like_a_setup_problem(note), note
         stored = agent.store.get_messages(agent.session_id)[-1]
         assert stored["role"] == "assistant" and stored["finish_reason"] == "incomplete"
         assert stored["content"] == result.answer
