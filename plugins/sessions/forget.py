@@ -41,40 +41,36 @@ def _context(text: str, pattern: re.Pattern[str]) -> str:
     return ("…" if start else "") + piece[:_PREVIEW] + ("…" if match.end() + 25 < len(text) else "")
 
 
-def _in(column: str, ids: list[str]) -> tuple[str, list[Any]]:
-    if not ids:
-        return "", []
-    return f" AND {column} IN ({','.join('?' * len(ids))})", list(ids)
+def _scope(request: hermes.ForgetRequest, id_column: str, time_column: str) -> tuple[str, list[Any]]:
+    """The request's session and ``before`` limits as `` AND …`` clauses and their arguments."""
+    where, args = "", list(request.session_ids)
+    if args:
+        where = f" AND {id_column} IN ({','.join('?' * len(args))})"
+    if request.before is not None:
+        where += f" AND {time_column} < ?"
+        args.append(request.before)
+    return where, args
 
 
 def _find(conn: sqlite3.Connection, request: hermes.ForgetRequest) -> dict[str, Any]:
     query = request.query.strip()
     out: dict[str, Any] = {"messages": [], "prompts": [], "whole": []}
     if not query:
-        where, args = _in("id", request.session_ids)
-        if not where:
+        if not request.session_ids:
             return out
-        if request.before is not None:
-            where += " AND started_at < ?"
-            args.append(request.before)
+        where, args = _scope(request, "id", "started_at")
         out["whole"] = [dict(r) for r in conn.execute(
             f"SELECT id, title, message_count FROM sessions WHERE 1{where}", args)]
         return out
     pattern = _pattern(query)
     conn.create_function("hermes_forget_has", 1, lambda text: text is not None and bool(pattern.search(text)),
                          deterministic=True)
-    where, args = _in("session_id", request.session_ids)
-    if request.before is not None:
-        where += " AND timestamp < ?"
-        args.append(request.before)
+    where, args = _scope(request, "session_id", "timestamp")
     out["messages"] = [dict(r) for r in conn.execute(
         "SELECT id, session_id, role, content, tool_calls, reasoning FROM messages WHERE "
         "(hermes_forget_has(content) OR hermes_forget_has(tool_calls) OR hermes_forget_has(reasoning))"
         + where, args)]
-    where, args = _in("id", request.session_ids)
-    if request.before is not None:
-        where += " AND started_at < ?"
-        args.append(request.before)
+    where, args = _scope(request, "id", "started_at")
     out["prompts"] = [dict(r) for r in conn.execute(
         "SELECT id, title, system_prompt FROM sessions WHERE "
         "(hermes_forget_has(system_prompt) OR hermes_forget_has(title))" + where, args)]
