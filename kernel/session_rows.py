@@ -82,6 +82,32 @@ def stored_content(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
+def filter_values(value: Any) -> list[str]:
+    """A search filter's values (``source_filter``, ``exclude_sources``, ``role_filter``):
+    ``None`` is none, a string is comma-separated, any other iterable is its items."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def substring_snippet(content: str, terms: list[str], width: int = 120) -> str:
+    """A search hit's snippet when no index made one (substring and scan matches):
+    ``width`` characters from 40 before the first of ``terms`` found (case-insensitive),
+    that term marked ``>>>term<<<`` like the indexes' snippets; ``...`` where cut."""
+    lower = content.lower()
+    for term in terms:
+        pos = lower.find(term.lower())
+        if pos >= 0:
+            start = max(0, pos - 40)
+            end = min(len(content), start + width)
+            stop = pos + len(term)
+            return (("..." if start else "") + f"{content[start:pos]}>>>{content[pos:stop]}<<<"
+                    f"{content[stop:end]}" + ("..." if end < len(content) else ""))
+    return content[:width] + ("..." if len(content) > width else "")
+
+
 def message_time(value: Any, now: float) -> float:
     """A message's ``timestamp`` as a store keeps it: a finite number of seconds, else
     ``now`` (bad input must not fail the write)."""

@@ -1149,7 +1149,9 @@ class SQLiteSessionStore(hermes.SessionStore):
         terms = stage.highlight or [t.text for t in parse(query).terms if not t.negated]
         hits: list[hermes.SearchHit] = []
         for r in rows:
-            snip = r["snippet"] if r["snippet"] is not None else _like_snippet(r["content"] or "", terms)
+            snip = r["snippet"]
+            if snip is None:
+                snip = hermes.substring_snippet(r["content"] or "", terms)
             snip = snip.replace(GLUE_BREAK, "") if snip else snip  # the split index's word breaks
             if stage.index == "trigram" and r["snippet"] is not None:  # the CJK copy's end-of-text newline
                 snip = snip[:-4] + "<<<" if snip.endswith("\n<<<") else snip.removesuffix("\n")
@@ -1269,17 +1271,9 @@ def _filters(
 ) -> tuple[str, list[Any]]:
     where: list[str] = []
     params: list[Any] = []
-
-    def as_list(value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return [str(v) for v in value]
-
-    for column, values, negate in (("s.source", as_list(source_filter), False),
-                                   ("s.source", as_list(exclude_sources), True),
-                                   ("m.role", as_list(role_filter), False)):
+    for column, values, negate in (("s.source", hermes.filter_values(source_filter), False),
+                                   ("s.source", hermes.filter_values(exclude_sources), True),
+                                   ("m.role", hermes.filter_values(role_filter), False)):
         if values:
             where.append(f"{column} {'NOT ' if negate else ''}IN ({','.join('?' * len(values))})")
             params += values
@@ -1357,19 +1351,3 @@ def _called_tool(conn: sqlite3.Connection, session_id: str, message_id: int) -> 
         "AND json_valid(a.tool_calls) AND json_extract(j.value, '$.id') = t.tool_call_id "
         "ORDER BY a.id DESC LIMIT 1) FROM messages t WHERE t.id = ?", (message_id,)).fetchone()
     return row[0] if row else None
-
-
-def _like_snippet(content: str, terms: list[str], width: int = 120) -> str:
-    """A snippet for scan hits: ``width`` characters starting 40 before the first term
-    found, the term marked like FTS5 snippets."""
-    lower = content.lower()
-    for term in terms:
-        pos = lower.find(term.lower())
-        if pos >= 0:
-            start = max(0, pos - 40)
-            end = min(len(content), start + width)
-            head = "..." if start else ""
-            tail = "..." if end < len(content) else ""
-            stop = pos + len(term)
-            return f"{head}{content[start:pos]}>>>{content[pos:stop]}<<<{content[stop:end]}{tail}"
-    return content[:width] + ("..." if len(content) > width else "")

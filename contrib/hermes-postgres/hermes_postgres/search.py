@@ -273,21 +273,6 @@ def word_snippet(content: str, query_terms: list[str], stems: list[str], width: 
     return head + "".join(out) + tail
 
 
-def substring_snippet(content: str, terms: list[str], width: int = 120) -> str:
-    """A snippet for substring hits: ``width`` characters from 40 before the first term
-    found, the term marked."""
-    lower = content.lower()
-    for term in terms:
-        pos = lower.find(term.lower())
-        if pos >= 0:
-            start = max(0, pos - 40)
-            end = min(len(content), start + width)
-            stop = pos + len(term)
-            return (("..." if start else "") + f"{content[start:pos]}>>>{content[pos:stop]}<<<"
-                    f"{content[stop:end]}" + ("..." if end < len(content) else ""))
-    return content[:width] + ("..." if len(content) > width else "")
-
-
 def highlight_terms(stage: hermes.SearchStage) -> tuple[list[str], list[str]]:
     """(exact tokens, prefixes) to mark in a words stage's snippets."""
     exact: list[str] = []

@@ -40,7 +40,6 @@ from .search import (
     highlight_terms,
     relaxed_query,
     render,
-    substring_snippet,
     word_snippet,
     words,
 )
@@ -1135,7 +1134,7 @@ class PostgresSessionStore(hermes.SessionStore):
             if not stage.cjk:
                 snippet = word_snippet(text, exact, prefixes)
             else:
-                snippet = substring_snippet(text, stage.highlight)
+                snippet = hermes.substring_snippet(text, stage.highlight)
             hits.append({
                 "id": r["id"], "session_id": r["session_id"], "role": r["role"], "snippet": snippet,
                 "timestamp": r["timestamp"], "tool_name": r["tool_name"], "source": r["source"],
@@ -1358,16 +1357,9 @@ def _filters(*, source_filter: Any = None, exclude_sources: Any = None, role_fil
     where: list[str] = []
     params: list[Any] = []
 
-    def as_list(value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return [str(v) for v in value]
-
     # Conditions on the message only (sources as a semi-join), so the planner starts
     # from the search index and looks sessions up for the few hits.
-    sources, excluded, roles = as_list(source_filter), as_list(exclude_sources), as_list(role_filter)
+    sources, excluded, roles = map(hermes.filter_values, (source_filter, exclude_sources, role_filter))
     for values, cond in ((sources, "f.source = ANY(%s)"), (excluded, "f.source <> ALL(%s)")):
         if values:
             where.append(f"EXISTS (SELECT 1 FROM sessions f WHERE f.id = m.session_id AND {cond})")
