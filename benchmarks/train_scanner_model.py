@@ -21,12 +21,11 @@ weigh the same in total; within the benign side, the labelled look-alikes, the c
 messages and the doc paragraphs have fixed shares. Long benign texts are trained on in
 the pieces the scanner scores (hermes.threat_model.chunks).
 
-Two thresholds, both chosen on out-of-fold probabilities (5-fold cross-validation over
-the training texts, each text scored as at scan time: its best piece):
-``threshold`` — the model blocks alone: the lowest probability whose out-of-fold
-false-positive rate is at most --max-fp on every benign source (labelled, chat, docs);
-``hint_threshold`` — the model confirms a rule's weak hint: the lowest probability at
-which the benign texts with a hint stay within --max-fp overall.
+``threshold`` is chosen on out-of-fold probabilities (5-fold cross-validation over the
+training texts, each text scored as at scan time: its best piece): the lowest
+probability whose out-of-fold false-positive rate is at most --max-fp on every benign
+source (labelled, long, chat, docs). (A second, lower threshold for texts where a rule
+raised a weak hint came out equal to this one and was dropped.)
 
     python benchmarks/train_scanner_model.py [--check] [--refresh-extras]
 """
@@ -168,7 +167,7 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "hint", "label", "pieces", "ruled", "text")
+    __slots__ = ("feats", "group", "label", "pieces", "ruled", "text")
 
     def __init__(self, text: str, label: int, group: str) -> None:
         self.text, self.label, self.group = text, label, group
@@ -177,7 +176,7 @@ class Sample:
         # Attacks are trained on whole; a long benign text on each piece (what is scored).
         units = [lower] if label or len(lower) <= CHUNK else self.pieces
         self.feats = [sorted(set(features(u, LEXICON))) for u in units]
-        self.hint = self.ruled = False
+        self.ruled = False
 
 
 def load_samples() -> list[Sample]:
@@ -191,10 +190,8 @@ def load_samples() -> list[Sample]:
     samples += [Sample(t, 0, "chat") for t in chat_texts()]
     samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
     rules = load_rules()
-    for s in samples:  # a weak hint the rules raise (and do not block on) — where hint_threshold applies
-        report = scan(s.text, scope="memory", rules=rules)
-        s.hint = 0 < report.score < report.threshold
-        s.ruled = report.blocked
+    for s in samples:  # attacks the rules miss weigh more (see design)
+        s.ruled = scan(s.text, scope="memory", rules=rules).blocked
     return samples
 
 
@@ -262,7 +259,7 @@ def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
     return max(t, 0.5)
 
 
-def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict]:
+def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, dict]:
     # Stratified, deterministic folds: every FOLDS-th sample of each group.
     fold: dict[int, int] = {}
     seen: Counter[str] = Counter()
@@ -277,17 +274,11 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
             if fold[i] == k:
                 oof[i] = best_prob(model, s)
     groups = np.array([s.group for s in samples])
-    hint = np.array([s.hint for s in samples])
     alone = max(lowest_threshold(oof[groups == g], max_fp) for g in SHARES)
-    benign = groups != "attack"
-    with_hint = lowest_threshold(oof[benign & hint], max_fp)
-    with_hint = min(with_hint, alone)
-    attack = ~benign
-    report = {"cv_block_rate_alone": round(float((oof[attack] >= alone).mean()), 4),
-              "cv_block_rate_with_hint": round(float(((oof >= alone) | (hint & (oof >= with_hint)))[attack].mean()), 4)}
+    attack = groups == "attack"
+    report = {"cv_block_rate_alone": round(float((oof[attack] >= alone).mean()), 4)}
     for g in SHARES:
-        m = groups == g
-        report[f"cv_false_positive_rate_{g}"] = round(float(((oof >= alone) | (hint & (oof >= with_hint)))[m].mean()), 4)
+        report[f"cv_false_positive_rate_{g}"] = round(float((oof[groups == g] >= alone).mean()), 4)
     print({g: round(lowest_threshold(oof[groups == g], max_fp), 3) for g in SHARES}, file=sys.stderr)
     missed = attack & ~np.array([s.ruled for s in samples])
     report["cv_block_rate_of_attacks_the_rules_miss"] = round(float((oof[missed] >= alone).mean()), 4)
@@ -295,7 +286,7 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
         t = max(lowest_threshold(oof[groups == g], budget) for g in SHARES)
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
-    return round(alone, 3), round(with_hint, 3), report
+    return round(alone, 3), report
 
 
 def main() -> int:
@@ -308,14 +299,14 @@ def main() -> int:
     if args.refresh_extras:
         refresh_extras()
     samples = load_samples()
-    alone, with_hint, report = thresholds(samples, args.max_fp)
+    alone, report = thresholds(samples, args.max_fp)
     weights, bias = fit(samples)
     kept = {f: round(w * QUANT) for f, w in sorted(weights.items()) if round(w * QUANT)}
     counts = Counter(s.group for s in samples)
     sources = ["tests/data/scanner/tune.jsonl", "tests/data/scanner/gen/*.jsonl (train side)",
                "benchmarks/recall_corpus/sessions.jsonl", "tests/data/scanner/benign_extra.jsonl"]
     data = {"format": 2, "trained_on": sources, "texts": dict(sorted(counts.items())),
-            "threshold": alone, "hint_threshold": with_hint, **report,
+            "threshold": alone, **report,
             "bias": round(bias, 4), "scale": 1 / QUANT, "concepts": LEXICON.concepts, "weights": kept}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False) + "\n"
     if args.check:
@@ -324,7 +315,7 @@ def main() -> int:
         return 0 if same else 1
     args.out.write_text(text, encoding="utf-8")
     print(json.dumps({"features": len(kept), "bytes": len(text.encode()), "threshold": alone,
-                      "hint_threshold": with_hint, "texts": dict(counts), **report}))
+                      "texts": dict(counts), **report}))
     return 0
 
 

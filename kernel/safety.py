@@ -1017,15 +1017,14 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     if score < ruleset.threshold and rules is None:
         # The rules did not block: ask the learned model (trained beside the packaged
         # rules, so only with them), which knows attack vocabulary rather than exact forms.
-        # It blocks alone above its ``threshold``, and above the lower ``hint_threshold``
-        # when a rule raised a weak hint too. Both were chosen on out-of-fold scores of its
-        # training texts, ordinary chat and doc paragraphs among them (an earlier model
-        # trained without those blocked "Can you help me plan my week?").
+        # It blocks above its ``threshold``, chosen on out-of-fold scores of its training
+        # texts, ordinary chat and doc paragraphs among them (an earlier model trained
+        # without those blocked "Can you help me plan my week?").
         from .threat_model import MIN_WORDS, load_model  # the model file is read on first use only
 
         model = load_model()
         p, (start, end) = model.best(lower, least_words=MIN_WORDS)
-        if p >= model.threshold or (score > 0 and p >= model.hint_threshold):
+        if p >= model.threshold:
             piece = " ".join(normalized[start:end].split())
             evidence = ", ".join(model.evidence(lower[start:end]))
             findings.append(Threat(

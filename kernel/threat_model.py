@@ -199,15 +199,13 @@ def _substantial(piece: str, least_words: int) -> bool:
 
 
 class ThreatModel:
-    """Weights by feature name, a bias and two thresholds (probabilities): ``threshold``
-    blocks on the model's word alone; ``hint_threshold`` (not above it) blocks when a
-    rule raised a weak hint as well."""
+    """Weights by feature name, a bias and the probability at which a text blocks
+    (``threshold``)."""
 
     def __init__(self, weights: dict[str, float], bias: float, threshold: float, source: str = "",
-                 hint_threshold: float | None = None, lexicon: Lexicon | None = None) -> None:
+                 lexicon: Lexicon | None = None) -> None:
         self.weights, self.bias, self.threshold, self.source = weights, bias, threshold, source
         self.lexicon = lexicon
-        self.hint_threshold = threshold if hint_threshold is None else min(hint_threshold, threshold)
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
@@ -248,10 +246,9 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         data = json.loads(source.read_text(encoding="utf-8"))
         scale = float(data["scale"])
         weights = {f: q * scale for f, q in data["weights"].items()}
-        hint = data.get("hint_threshold")
         concepts = data.get("concepts")
         return ThreatModel(weights, float(data["bias"]), float(data["threshold"]), str(source),
-                           None if hint is None else float(hint), Lexicon(concepts) if concepts else None)
+                           Lexicon(concepts) if concepts else None)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None

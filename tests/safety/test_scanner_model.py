@@ -38,7 +38,7 @@ def load(name: str) -> list[dict]:
 def test_model_file_loads_and_is_compact() -> None:
     model = load_model()
     assert MODEL_PATH.stat().st_size < 600_000
-    assert 0.5 < model.hint_threshold <= model.threshold < 1.0
+    assert 0.5 < model.threshold < 1.0
     assert len(model.weights) > 1000 and model.lexicon is not None
     data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
     assert "tests/data/scanner/tune.jsonl" in data["trained_on"]
