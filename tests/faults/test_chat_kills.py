@@ -58,17 +58,24 @@ def _handler(rng: Any, calls: list[dict[str, Any]]) -> Any:
     return handle, call_delay + slow + final_delay
 
 
-@pytest.mark.faults(seeds=(2, 30))
-def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
-    rng = seeded(seed, "chat")
+def _first_turn(home: Any, fake: Any, stats: Any, seed: int, name: str, opening: str) -> tuple[Any, Checker]:
+    """The scenario's random generator and checker, after a random provider is configured
+    and one complete (unkilled) turn has stored ``opening``."""
+    rng = seeded(seed, name)
     provider = rng.choice(["openai", "anthropic"])
     write_config(home, fake, provider)
-    seed_session(home, conversation(6, "alpha project deadline"))
-    check = Checker(home, stats, f"chat seed={seed} provider={provider}")
-
-    codeword = f"my codeword is kestrel-{seed}"
-    first = run(["chat", "-q", codeword], home)
+    check = Checker(home, stats, f"{name} seed={seed} provider={provider}")
+    first = run(["chat", "-q", opening], home)
     assert first.returncode == 0, first.stderr
+    return rng, check
+
+
+@pytest.mark.faults(seeds=(2, 30))
+def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
+    seed_session(home, conversation(6, "alpha project deadline"))
+    codeword = f"my codeword is kestrel-{seed}"
+    rng, check = _first_turn(home, fake, stats, seed, "chat", codeword)
+    scenario = check.label
     history = [codeword]
 
     for r in range(ROUNDS):
@@ -102,7 +109,7 @@ def test_chat_turns_with_tools_survive_sigkill(home, fake, stats, seed):
                 check.expect(proc.returncode == 0, f"{label}: the turn failed without a kill "
                                                    f"(exit {proc.returncode}): {proc.stderr[-600:]}")
                 committed = read_messages(home)
-        check.label = f"chat seed={seed} provider={provider} {label}"
+        check.label = f"{scenario} {label}"
         check.all_static()
         check.nothing_lost(committed, "by the kill")
         check.memory_tool_results_kept()
@@ -154,13 +161,8 @@ def test_two_terminals_on_one_session_then_sigkill(home, fake, stats, seed):
     """Two ``hermes chat --continue -q`` on the same conversation at once, one of them
     killed mid-turn: the other finishes or is refused in one line, and the stored
     conversation stays one valid transcript."""
-    rng = seeded(seed, "two-terminals")
-    provider = rng.choice(["openai", "anthropic"])
-    write_config(home, fake, provider)
-    check = Checker(home, stats, f"two terminals seed={seed} provider={provider}")
     opening = f"the shared topic is falcon-{seed}"
-    first = run(["chat", "-q", opening], home)
-    assert first.returncode == 0, first.stderr
+    rng, check = _first_turn(home, fake, stats, seed, "two-terminals", opening)
     calls = [{"name": "memory", "arguments": {"action": "add", "target": "memory",
                                               "content": f"falcon fact {seed}"}},
              {"name": "delegate_task", "arguments": {"task": f"{SUBTASK} check falcon"}}]
@@ -190,13 +192,9 @@ def test_stream_cut_then_sigkill(home, fake, stats, seed):
     the conversation continues."""
     from hermes.testing.fakellm import Reply
 
-    rng = seeded(seed, "stream-cut")
-    provider = rng.choice(["openai", "anthropic"])
-    write_config(home, fake, provider)
-    check = Checker(home, stats, f"stream cut seed={seed} provider={provider}")
     opening = f"the topic is heron-{seed}"
-    first = run(["chat", "-q", opening], home)
-    assert first.returncode == 0, first.stderr
+    rng, check = _first_turn(home, fake, stats, seed, "stream-cut", opening)
+    scenario = check.label
     history = [opening]
     for r in range(ROUNDS):
         calls = [{"name": "memory", "arguments": {"action": "add", "target": "memory",
@@ -222,7 +220,7 @@ def test_stream_cut_then_sigkill(home, fake, stats, seed):
             code = proc.wait(60)
             check.expect("Traceback" not in proc.stderr,
                          f"{label}: a cut stream gave a traceback (exit {code}): {proc.stderr[-600:]}")
-        check.label = f"stream cut seed={seed} provider={provider} {label}"
+        check.label = f"{scenario} {label}"
         committed = read_messages(home)
         for mid, row in committed.items():
             if mid <= base or row[2] != "assistant" or not row[3]:
