@@ -25,6 +25,7 @@ NUMBERED_TITLE_RE = re.compile(r"^(.*?) #(\d+)$")
 
 _INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufffc\u00ad]")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def sanitize_title(title: str | None) -> str | None:
@@ -45,6 +46,22 @@ def new_session_id(now: float | None = None) -> str:
     """A fresh id like ``20260315_092437_c9a6ff`` (sortable by creation time)."""
     stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(now or time.time()))
     return f"{stamp}_{secrets.token_hex(3)}"
+
+
+def stored_text(value: Any, *, keep_nul: bool = True) -> str | None:
+    """A string column's value as a store writes it: non-strings as their ``str()``,
+    lone surrogates (from broken sources; UTF-8 cannot encode them) as U+FFFD;
+    ``keep_nul=False`` also drops NUL characters, for stores whose text cannot hold them
+    (PostgreSQL)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = str(value)
+    if not keep_nul and "\x00" in value:
+        value = value.replace("\x00", "")
+    if not value.isascii() and _SURROGATE_RE.search(value):
+        value = _SURROGATE_RE.sub("\ufffd", value)
+    return value
 
 
 def encode_json(value: Any) -> str | None:

@@ -1241,19 +1241,7 @@ class SQLiteSessionStore(hermes.SessionStore):
 # --------------------------------------------------------------------------------------
 
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def _text(value: Any) -> str | None:
-    """A string SQLite can store: lone surrogates (from broken sources) become U+FFFD,
-    non-strings their ``str()``."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        value = str(value)
-    if not value.isascii() and _SURROGATE_RE.search(value):
-        value = _SURROGATE_RE.sub("\ufffd", value)
-    return value
+_text = hermes.stored_text  # SQLite keeps NUL characters
 
 
 def _glob_escape(text: str) -> str:

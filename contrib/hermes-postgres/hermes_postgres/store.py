@@ -136,8 +136,6 @@ CONTEXT_HINTS = 1024
 #: plugins.postgres.synchronous_commit: durable at commit, or flushed in the background.
 SYNCHRONOUS_COMMIT = ("on", "off")
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
 SESSION_COLUMNS = (
     "id", "source", "user_id", "model", "model_config", "system_prompt",
     "parent_session_id", "started_at", "ended_at", "end_reason", "last_active_at",
@@ -163,17 +161,8 @@ _content_text = hermes.stored_content
 
 
 def _text(value: Any) -> str | None:
-    """A string PostgreSQL stores: NUL dropped (text cannot hold it), lone surrogates as
-    U+FFFD, non-strings as ``str()``."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        value = str(value)
-    if "\x00" in value:
-        value = value.replace("\x00", "")
-    if not value.isascii() and _SURROGATE_RE.search(value):
-        value = _SURROGATE_RE.sub("\ufffd", value)
-    return value
+    """A string PostgreSQL stores (hermes.stored_text): its text cannot hold NUL."""
+    return hermes.stored_text(value, keep_nul=False)
 
 
 def left_text(content: str | None) -> str | None:

@@ -166,6 +166,17 @@ class SessionStoreConformance:
         assert all(before - 1 <= r["timestamp"] <= time.time() + 1 for r in rows)
         assert rows[0]["token_count"] is None and rows[2]["token_count"] is None
 
+    def test_broken_text_is_stored(self, store: Any) -> None:
+        """A lone surrogate (from a broken source) is stored as U+FFFD and a non-string
+        as its ``str()``; a NUL character is kept or dropped as the store can hold it
+        (hermes.stored_text); the message is kept either way."""
+        sid = store.create_session()
+        store.append_message(sid, "user", "broken \ud800 surrogate", tool_name=7)
+        store.append_messages(sid, [{"role": "assistant", "content": "nul\x00inside"}])
+        rows = store.get_messages(sid)
+        assert rows[0]["content"] == "broken \ufffd surrogate" and rows[0]["tool_name"] == "7"
+        assert rows[1]["content"] in ("nul\x00inside", "nulinside")
+
     def test_append_messages_bulk(self, store: Any) -> None:
         sid = store.create_session()
         msgs: list[dict[str, Any]] = [
