@@ -13,6 +13,7 @@ server behind; :meth:`Cluster.stop` does the same at once.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -169,3 +170,29 @@ if __name__ == "__main__":  # python -m hermes_postgres.testing: a server for ma
         sys.stdin.read()
     finally:
         c.stop()
+
+
+#: A HERMES_HOME's config.yaml for the postgres store (``%s``: the JSON-quoted user);
+#: the DSN comes from ``HERMES_PG_DSN`` so that a test can hand each run another one.
+HOME_CONFIG = """
+sessions:
+  store: postgres
+plugins:
+  postgres:
+    dsn: {$env: HERMES_PG_DSN}
+    user: %s
+"""
+
+
+def make_home(path: Path, user: str) -> Path:
+    """A fresh HERMES_HOME at ``path`` whose sessions live in PostgreSQL as ``user``."""
+    path.mkdir(mode=0o700)
+    (path / "config.yaml").write_text(HOME_CONFIG % json.dumps(user))
+    return path
+
+
+def run_hermes(home: Path, dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``hermes`` CLI in a child process on ``home`` with ``HERMES_PG_DSN=dsn``."""
+    env = {**os.environ, "HERMES_HOME": str(home), "HERMES_PG_DSN": dsn, "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-c", "from hermes.cli import main; main()", *args], env=env,
+                          capture_output=True, text=True, timeout=120)

@@ -6,37 +6,17 @@ password, when the server is down or the DSN wrong)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from hermes_postgres.testing import make_home, run_hermes
 
 from hermes.plugins.sessions.store import SQLiteSessionStore
-
-CONFIG = """
-sessions:
-  store: postgres
-plugins:
-  postgres:
-    dsn: {$env: HERMES_PG_DSN}
-    user: %s
-"""
 
 
 @pytest.fixture
 def home(tmp_path: Path, pg_user: str) -> Path:
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    (home / "config.yaml").write_text(CONFIG % json.dumps(pg_user))
-    return home
-
-
-def hermes(home: Path, dsn: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home), "HERMES_PG_DSN": dsn, "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-c", "from hermes.cli import main; main()", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return make_home(tmp_path / "home", pg_user)
 
 
 def _state_db(path: Path) -> Path:
@@ -54,28 +34,28 @@ def _state_db(path: Path) -> Path:
 
 def test_import_state_db_is_idempotent_and_export_reads_it_back(home, pg_cluster, tmp_path) -> None:
     db = _state_db(tmp_path / "state.db")
-    first = hermes(home, pg_cluster.dsn, "sessions", "import", str(db))
+    first = run_hermes(home, pg_cluster.dsn, "sessions", "import", str(db))
     assert first.returncode == 0, first.stderr
     assert "imported 3 new session(s), 6 message(s)" in first.stdout
-    again = hermes(home, pg_cluster.dsn, "sessions", "import", str(db))
+    again = run_hermes(home, pg_cluster.dsn, "sessions", "import", str(db))
     assert "imported 0 new session(s), 0 message(s)" in again.stdout and "3 unchanged" in again.stdout
-    listed = hermes(home, pg_cluster.dsn, "sessions", "list", "--json")
+    listed = run_hermes(home, pg_cluster.dsn, "sessions", "list", "--json")
     rows = json.loads(listed.stdout)
     assert sorted(r["title"] for r in rows) == ["Walrus 0", "Walrus 1", "Walrus 2"]
     assert {r["id"]: r["input_tokens"] for r in rows} == {"old-0": 0, "old-1": 10, "old-2": 20}
     out = tmp_path / "out.jsonl"
-    exported = hermes(home, pg_cluster.dsn, "sessions", "export", "--all", "-o", str(out))
+    exported = run_hermes(home, pg_cluster.dsn, "sessions", "export", "--all", "-o", str(out))
     assert exported.returncode == 0, exported.stderr
     text = out.read_text()
     assert text.count("walrus question") == 3 and text.count("walrus answer") == 3
-    found = hermes(home, pg_cluster.dsn, "sessions", "search", "walrus", "question", "--json")
+    found = run_hermes(home, pg_cluster.dsn, "sessions", "search", "walrus", "question", "--json")
     hits = json.loads(found.stdout)
     assert sorted(h["session_id"] for h in hits if h["mode"] == "strict") == ["old-0", "old-1", "old-2"]
     assert all(h["lineage_root"] == h["session_id"] for h in hits)
 
 
 def test_doctor_shows_versions_and_counts(home, pg_cluster) -> None:
-    done = hermes(home, pg_cluster.dsn, "doctor")
+    done = run_hermes(home, pg_cluster.dsn, "doctor")
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("check: postgres "))
     from hermes_postgres.schema import SCHEMA_VERSION
 
@@ -89,7 +69,7 @@ def test_doctor_names_the_fix(home, pg_cluster, case: str, fix: str) -> None:
     dsn = {"down": f"host={pg_cluster.root}/gone port=9 user=hermes_app password=hunter2 dbname=hermes",
            "password": pg_cluster.dsn.replace("hermes-test-secret", "hunter2"),
            "garbage": "password=hunter2 this is not a dsn"}[case]
-    done = hermes(home, dsn, "doctor")
+    done = run_hermes(home, dsn, "doctor")
     problem = [ln for ln in done.stdout.splitlines() if ln.startswith("problem: postgres")]
     assert len(problem) == 1 and fix in problem[0], done.stdout
     assert "Traceback" not in done.stdout + done.stderr and "hunter2" not in done.stdout + done.stderr

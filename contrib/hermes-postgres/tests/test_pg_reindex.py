@@ -5,8 +5,6 @@ the store inserts, SQL for the context and a reindex) agreeing."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
@@ -19,6 +17,7 @@ import pytest
 from hermes_postgres import schema as pgschema
 from hermes_postgres.search import words
 from hermes_postgres.store import PostgresSessionStore
+from hermes_postgres.testing import make_home, run_hermes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -162,27 +161,13 @@ def test_a_killed_reindex_loses_nothing_and_a_second_run_finishes(pg_cluster, pg
         store.close()
 
 
-CONFIG = """
-sessions:
-  store: postgres
-plugins:
-  postgres:
-    dsn: {$env: HERMES_PG_DSN}
-    user: %s
-"""
-
-
 def test_sessions_reindex_command_on_postgres(pg_cluster, pg_user, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    (home / "config.yaml").write_text(CONFIG % json.dumps(pg_user))
+    home = make_home(tmp_path / "home", pg_user)
     store = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
     _fill(store)
     store._write(lambda c: c.execute("UPDATE messages SET tsv = NULL"))
     store.close()
-    env = {**os.environ, "HERMES_HOME": str(home), "HERMES_PG_DSN": pg_cluster.dsn, "NO_COLOR": "1"}
-    done = subprocess.run([sys.executable, "-c", "from hermes.cli import main; main()", "sessions", "reindex"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = run_hermes(home, pg_cluster.dsn, "sessions", "reindex")
     assert done.returncode == 0, done.stderr
     assert f"reindexed {len(MESSAGES)} message(s)" in done.stdout
     store = PostgresSessionStore(pg_cluster.dsn, user=pg_user, pool_max=1)
