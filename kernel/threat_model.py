@@ -210,7 +210,9 @@ class ThreatModel:
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
         distinct = set(features(lower, self.lexicon))
-        z = self.bias + sum(filter(None, map(self.weights.get, distinct))) / math.sqrt(max(len(distinct), MIN_FEATURES))
+        # fsum: exact, so the result does not depend on the set's order, which changes
+        # with the process's hash seed (sum() differed in the last bits between runs).
+        z = self.bias + math.fsum(filter(None, map(self.weights.get, distinct))) / math.sqrt(max(len(distinct), MIN_FEATURES))
         return 1 / (1 + math.exp(-z))
 
     def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
