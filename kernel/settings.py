@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config import _is_ref
 from .errors import ConfigError
 
 #: The attribute of a plugin module or object that holds its settings schema.
@@ -78,10 +79,6 @@ def settings_schema(plugin: Any) -> Mapping[str, Setting] | None:
     """The schema a plugin declares, or ``None``."""
     schema = getattr(plugin, SETTINGS_ATTRIBUTE, None)
     return schema if isinstance(schema, Mapping) else None
-
-
-def _is_ref(value: Any) -> bool:
-    return isinstance(value, Mapping) and len(value) == 1 and next(iter(value)) in ("$env", "$file")
 
 
 def check_settings(name: str, raw: Any, schema: Mapping[str, Setting],
