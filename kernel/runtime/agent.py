@@ -161,7 +161,9 @@ class Agent:
             parent.budget if parent else IterationBudget(cfg.get("agent.max_iterations")))
         self.max_parallel = int(cfg.get("agent.max_parallel_tools") or 8)
         self.store = kernel.session_store
-        self.prices = load_prices(kernel.home)  # for each session's estimated_cost_usd
+        # for each session's estimated_cost_usd; a sub-agent shares its parent's table
+        # (each delegate_task would otherwise parse the YAML tables again)
+        self.prices = parent.prices if parent else load_prices(kernel.home)
         self.engine = kernel.create("context-engine")
         self.context_length = self._resolve_context_length()
         # Per-model thresholds are the host's to hand over before the first update_model.
