@@ -11,22 +11,15 @@ back: its floors are the honest figures for phrasings the scanner was not shown.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from scanner_corpus import load, load_gen
 
 from hermes.safety import SCOPES, scan_for_threats
 from hermes.threat_model import corpus_side
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "scanner"
 KINDS = {"override", "hidden", "role_markup", "secrecy", "persona", "exfiltration", "persistence"}
-
-
-def load(half: str) -> list[dict]:
-    with open(DATA / f"{half}.jsonl", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def rates(rows: list[dict]) -> tuple[float, float, list[dict], list[dict]]:
@@ -79,16 +72,6 @@ def test_held_out_half_rates(capsys: pytest.CaptureFixture[str]) -> None:
 # Measured with the second pass (rules + learned model): 168/172 (97.7%), 1/168 (0.6%).
 HELDOUT_BLOCK_FLOOR = 0.96
 HELDOUT_FP_CEILING = 0.012
-
-
-def load_gen(side: str) -> dict[str, list[dict]]:
-    """The corpus writers' files (gen/*.jsonl), each cut to ``side`` ("train": the model
-    learned from it; "dev": held back)."""
-    out = {}
-    for path in sorted((DATA / "gen").glob("*.jsonl")):
-        with open(path, encoding="utf-8") as fh:
-            out[path.stem] = [r for r in map(json.loads, filter(str.strip, fh)) if corpus_side(r["text"]) == side]
-    return out
 
 
 def test_gen_split_is_fixed_by_the_text_and_even_per_label_and_language() -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scanner_corpus import DATA, load, load_gen
 
 from hermes.safety import load_rules, normalize_for_scan, scan, scan_for_threats
 from hermes.threat_model import (
@@ -22,18 +23,11 @@ from hermes.threat_model import (
     MODEL_PATH,
     Lexicon,
     chunks,
-    corpus_side,
     discount,
     load_model,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "scanner"
-
-
-def load(name: str) -> list[dict]:
-    with open(DATA / f"{name}.jsonl", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def test_model_file_loads_and_is_compact() -> None:
@@ -44,14 +38,6 @@ def test_model_file_loads_and_is_compact() -> None:
     data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
     assert "tests/data/scanner/tune.jsonl" in data["trained_on"]
     assert not any("heldout" in s or "fresh" in s for s in data["trained_on"])
-
-
-def load_gen(side: str) -> list[dict]:
-    rows = []
-    for path in sorted((DATA / "gen").glob("*.jsonl")):
-        with open(path, encoding="utf-8") as fh:
-            rows += [r for r in map(json.loads, filter(str.strip, fh)) if corpus_side(r["text"]) == side]
-    return rows
 
 
 def test_concepts_are_shared_across_languages() -> None:
@@ -128,7 +114,7 @@ def test_unseen_rates_meet_their_measured_floor(name: str) -> None:
 def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
     rules = load_rules()
     learned = []
-    for row in load_gen("dev"):
+    for row in (r for rows in load_gen("dev").values() for r in rows):
         if scan(row["text"], scope=row["scope"], rules=rules).blocked:
             continue  # the rules alone (an explicit rule set never consults the model)
         found = scan_for_threats(row["text"], scope=row["scope"])

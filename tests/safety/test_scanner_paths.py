@@ -4,7 +4,6 @@ context file loaded from disk. Texts come from the tuning half of the corpus."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,16 +11,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scanner_corpus import load
 
 from hermes.cli import cli
 from hermes.runtime.context_files import build_context_files_prompt, discover_context_files
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "scanner"
-
 
 def tune_rows(scope: str) -> list[dict]:
-    with open(DATA / "tune.jsonl", encoding="utf-8") as fh:
-        return [row for row in map(json.loads, fh) if row["scope"] == scope]
+    return [row for row in load("tune") if row["scope"] == scope]
 
 
 @pytest.mark.slow  # the whole corpus through the CLI; test_memory_add_in_a_real_process stays fast

@@ -9,13 +9,12 @@ text mixing the rules' own trigger words with scripts and punctuation."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from re import _parser  # type: ignore[attr-defined]
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scanner_corpus import load
 
 from hermes.safety import (
     _WORD_RE,
@@ -26,15 +25,10 @@ from hermes.safety import (
     normalize_for_scan,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "scanner"
-
 
 def _corpus() -> list[str]:
-    texts = []
-    for name in ("tune.jsonl", "heldout.jsonl"):
-        with open(DATA / name, encoding="utf-8") as fh:
-            texts += [normalize_for_scan(json.loads(line)["text"]).lower() for line in fh if line.strip()]
-    return texts
+    """The normalised texts of tune and heldout."""
+    return [normalize_for_scan(r["text"]) for name in ("tune", "heldout") for r in load(name)]
 
 
 def _plain(rule) -> re.Pattern[str]:
@@ -70,7 +64,7 @@ def test_lookahead_covers_the_first_characters() -> None:
 
 
 def test_every_rule_matches_the_same_on_the_corpus() -> None:
-    texts = _corpus()
+    texts = [t.lower() for t in _corpus()]
     wrapped = [r for r in load_rules().rules if r._lowered is not None and r._lowered[0].pattern != _plain(r).pattern]
     assert len(wrapped) > 50  # the shortcut is in use
     for rule in wrapped:
@@ -112,10 +106,7 @@ def test_triggers_are_the_plain_substring_and_word_lookups(text: str) -> None:
 
 
 def test_case_sensitive_rules_match_the_same_on_the_corpus() -> None:
-    texts = []
-    for name in ("tune.jsonl", "heldout.jsonl"):
-        with open(DATA / name, encoding="utf-8") as fh:
-            texts += [normalize_for_scan(json.loads(line)["text"]) for line in fh if line.strip()]
+    texts = _corpus()
     texts.append("AKIAABCDEFGHIJKLMNOP sk-ant-" + "x" * 30 + " ![a](https://e.example/p?d=1) me@x.org  $OPENAI_API_KEY")
     rules = [r for r in load_rules().rules if not r.flags & re.IGNORECASE]
     assert any(r.regex.pattern != r.pattern for r in rules)  # the shortcut is in use
