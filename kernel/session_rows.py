@@ -28,6 +28,36 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
+#: The keys of a session row (``hermes.SessionStore``), in the order stores list them.
+SESSION_FIELDS = (
+    "id", "source", "user_id", "model", "model_config", "system_prompt",
+    "parent_session_id", "started_at", "ended_at", "end_reason", "last_active_at",
+    "message_count", "tool_call_count", "input_tokens", "output_tokens",
+    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "estimated_cost_usd",
+    "title", "cwd",
+)
+#: The keys of a message row (``hermes.SessionStore``).
+MESSAGE_FIELDS = ("id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
+                  "timestamp", "token_count", "finish_reason", "reasoning")
+
+
+def session_row(row: Any) -> dict[str, Any] | None:
+    """A session row as a store returns it from a database row (a mapping of
+    :data:`SESSION_FIELDS`, maybe more): ``model_config`` decoded; ``None`` for none."""
+    if row is None:
+        return None
+    out = dict(row)
+    out["model_config"] = decode_json(out.get("model_config"))
+    return out
+
+
+def message_row(row: Any) -> dict[str, Any]:
+    """A message row as a store returns it from a database row: ``tool_calls`` decoded."""
+    out = dict(row)
+    out["tool_calls"] = decode_json(out.get("tool_calls"))
+    return out
+
+
 def sanitize_title(title: str | None) -> str | None:
     """Clean a title: drop control and invisible formatting characters, collapse
     whitespace; ``None`` when nothing is left. ``ValueError`` when longer than

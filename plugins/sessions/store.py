@@ -60,18 +60,8 @@ _CONTEXT_CHARS = 200
 _SNIPPET_TOKENS = 24
 
 
-_SESSION_COLUMNS = (
-    "id", "source", "user_id", "model", "model_config", "system_prompt",
-    "parent_session_id", "started_at", "ended_at", "end_reason", "last_active_at",
-    "message_count", "tool_call_count", "input_tokens", "output_tokens",
-    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "estimated_cost_usd",
-    "title", "cwd",
-)
-_SESSION_SELECT = ", ".join(f"s.{c}" for c in _SESSION_COLUMNS)
-_MESSAGE_COLUMNS = (
-    "id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
-    "token_count, finish_reason, reasoning"
-)
+_SESSION_SELECT = ", ".join(f"s.{c}" for c in hermes.SESSION_FIELDS)
+_MESSAGE_COLUMNS = ", ".join(hermes.MESSAGE_FIELDS)
 
 
 # Row helpers shared with every store (hermes.session_rows); the private names keep the
@@ -495,17 +485,10 @@ class SQLiteSessionStore(hermes.SessionStore):
 
         return self._write(insert)
 
-    def _session_row(self, row: sqlite3.Row | None) -> dict[str, Any] | None:
-        if row is None:
-            return None
-        out = dict(row)
-        out["model_config"] = _decode_json(out.get("model_config"))
-        return out
-
     def get_session(self, session_id: str) -> dict[str, Any] | None:
         row = self._read(lambda c: c.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.id = ?", (session_id,)).fetchone())
-        return self._session_row(row)
+        return hermes.session_row(row)
 
     def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
         self._write(lambda c: c.execute(
@@ -612,7 +595,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             heads = conn.execute(sql, (*params, limit, offset)).fetchall()
             out = []
             for head in heads:
-                row = self._session_row(conn.execute(
+                row = hermes.session_row(conn.execute(
                     f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.id = ?", (head["root"],)
                 ).fetchone())
                 if row is None:
@@ -714,7 +697,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         rows = self._read(lambda c: c.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.parent_session_id = ? "
             "ORDER BY s.started_at, s.id", (session_id,)).fetchall())
-        return [r for r in (self._session_row(row) for row in rows) if r is not None]
+        return [r for r in (hermes.session_row(row) for row in rows) if r is not None]
 
     def update_token_counts(
         self,
@@ -852,16 +835,11 @@ class SQLiteSessionStore(hermes.SessionStore):
                                        bulk=True), savepoint=False)
         return ids
 
-    def _message_row(self, row: sqlite3.Row) -> dict[str, Any]:
-        out = dict(row)
-        out["tool_calls"] = _decode_json(out.get("tool_calls"))
-        return out
-
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._read(lambda c: c.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id",
             (session_id,)).fetchall())
-        return [self._message_row(r) for r in rows]
+        return [hermes.message_row(r) for r in rows]
 
     def iter_session_ids(self) -> Iterable[str]:
         """Every session id, oldest first (for ``export --all``)."""

@@ -136,16 +136,8 @@ CONTEXT_HINTS = 1024
 #: plugins.postgres.synchronous_commit: durable at commit, or flushed in the background.
 SYNCHRONOUS_COMMIT = ("on", "off")
 
-SESSION_COLUMNS = (
-    "id", "source", "user_id", "model", "model_config", "system_prompt",
-    "parent_session_id", "started_at", "ended_at", "end_reason", "last_active_at",
-    "message_count", "tool_call_count", "input_tokens", "output_tokens",
-    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "estimated_cost_usd",
-    "title", "cwd",
-)
-_SESSION_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLUMNS)
-_MESSAGE_COLUMNS = ("id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
-                    "token_count, finish_reason, reasoning")
+_SESSION_SELECT = ", ".join(f"s.{c}" for c in hermes.SESSION_FIELDS)
+_MESSAGE_COLUMNS = ", ".join(hermes.MESSAGE_FIELDS)
 _SESSION_JOIN = ("JOIN sessions s ON s.hermes_user = m.hermes_user AND s.hermes_profile = m.hermes_profile "
                  "AND s.id = m.session_id")
 
@@ -419,16 +411,8 @@ class PostgresSessionStore(hermes.SessionStore):
 
         return self._write(insert)
 
-    @staticmethod
-    def _session_row(row: dict[str, Any] | None) -> dict[str, Any] | None:
-        if row is None:
-            return None
-        out = dict(row)
-        out["model_config"] = _decode_json(out.get("model_config"))
-        return out
-
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        return self._session_row(self._read(lambda c: c.execute(
+        return hermes.session_row(self._read(lambda c: c.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.id = %s", (session_id,)).fetchone()))
 
     def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
@@ -514,7 +498,7 @@ class PostgresSessionStore(hermes.SessionStore):
         def query(conn: Any) -> list[dict[str, Any]]:
             out = []
             for head in conn.execute(sql, (*params, limit, offset)).fetchall():
-                row = self._session_row(conn.execute(
+                row = hermes.session_row(conn.execute(
                     f"SELECT {_SESSION_SELECT}, (SELECT content FROM messages m WHERE m.session_id = s.id "
                     "AND m.role = 'user' AND m.content IS NOT NULL ORDER BY m.id LIMIT 1) AS first_user "
                     "FROM sessions s WHERE s.id = %s", (head["root"],)).fetchone())
@@ -613,7 +597,7 @@ class PostgresSessionStore(hermes.SessionStore):
         rows = self._read(lambda c: c.execute(
             f"SELECT {_SESSION_SELECT} FROM sessions s WHERE s.parent_session_id = %s "
             "ORDER BY s.started_at, s.id", (session_id,)).fetchall())
-        return [r for r in (self._session_row(row) for row in rows) if r is not None]
+        return [r for r in (hermes.session_row(row) for row in rows) if r is not None]
 
     def update_token_counts(self, session_id: str, *, input_tokens: int = 0, output_tokens: int = 0,
                             cache_read_tokens: int = 0, cache_write_tokens: int = 0, reasoning_tokens: int = 0,
@@ -761,12 +745,7 @@ class PostgresSessionStore(hermes.SessionStore):
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._read(lambda c: c.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s ORDER BY id", (session_id,)).fetchall())
-        out = []
-        for row in rows:
-            row = dict(row)
-            row["tool_calls"] = _decode_json(row.get("tool_calls"))
-            out.append(row)
-        return out
+        return [hermes.message_row(r) for r in rows]
 
     def iter_session_ids(self) -> Iterable[str]:
         """Every session id, oldest first (for ``export --all``)."""

@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from ...session_rows import MESSAGE_FIELDS, SESSION_FIELDS
+
 T0 = 1_700_000_000.0  # a fixed "now" for stores that accept explicit times
 
 
@@ -76,6 +78,7 @@ class SessionStoreConformance:
                     "cache_write_tokens", "reasoning_tokens"):
             assert row[key] == 0
         assert row["title"] is None and row["parent_session_id"] is None
+        assert set(row) >= set(SESSION_FIELDS)  # every key the contract names
         assert store.get_session("nope") is None
 
     def test_create_is_idempotent_and_generates_unique_ids(self, store: Any) -> None:
@@ -130,6 +133,7 @@ class SessionStoreConformance:
         assert rows[2]["tool_name"] == "terminal" and rows[2]["tool_call_id"] == "c1"
         assert rows[3]["timestamp"] == pytest.approx(T0 + 3)
         assert all(r["session_id"] == sid for r in rows)
+        assert all(set(r) >= set(MESSAGE_FIELDS) for r in rows)  # every key the contract names
         session = store.get_session(sid)
         assert session["message_count"] == 5
         assert session["tool_call_count"] == 2  # two calls; tool results count nothing
