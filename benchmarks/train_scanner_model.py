@@ -50,10 +50,8 @@ from hermes.threat_model import (
     MODEL_PATH,
     Lexicon,
     ThreatModel,
-    _substantial,
     chunks,
     corpus_side,
-    discount,
     features,
 )
 
@@ -167,14 +165,13 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "label", "pieces", "ruled", "text")
+    __slots__ = ("feats", "group", "label", "lower", "ruled", "text")
 
     def __init__(self, text: str, label: int, group: str) -> None:
         self.text, self.label, self.group = text, label, group
-        lower = normalize_for_scan(text).lower()
-        self.pieces = [lower[a:b] for a, b in chunks(lower)] or [lower]
+        self.lower = lower = normalize_for_scan(text).lower()
         # Attacks are trained on whole; a long benign text on each piece (what is scored).
-        units = [lower] if label or len(lower) <= CHUNK else self.pieces
+        units = [lower] if label or len(lower) <= CHUNK else [lower[a:b] for a, b in chunks(lower)] or [lower]
         self.feats = [sorted(set(features(u, LEXICON))) for u in units]
         self.ruled = False
 
@@ -243,12 +240,6 @@ def fit(samples: list[Sample]) -> tuple[dict[str, float], float]:
     return {f: round(float(w[i]) * QUANT) / QUANT for i, f in enumerate(inv) if abs(w[i]) >= PRUNE}, float(b)
 
 
-def best_prob(model: ThreatModel, s: Sample) -> float:
-    """As at scan time: the best piece of at least MIN_WORDS words."""
-    scores = [model.score(p) for p in s.pieces if _substantial(p, MIN_WORDS)]
-    return discount(max(scores, default=0.0), len(scores))
-
-
 def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
     """The lowest probability (from 0.5) blocking at most ``max_fp`` of ``benign``."""
     if not len(benign):
@@ -272,7 +263,7 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, dict]:
         model = ThreatModel(weights, bias, 1.0, lexicon=LEXICON)
         for i, s in enumerate(samples):
             if fold[i] == k:
-                oof[i] = best_prob(model, s)
+                oof[i] = model.best(s.lower, least_words=MIN_WORDS)[0]  # as at scan time
     groups = np.array([s.group for s in samples])
     alone = max(lowest_threshold(oof[groups == g], max_fp) for g in SHARES)
     attack = groups == "attack"
