@@ -14,6 +14,7 @@ from secret_corpus import FORMATS
 
 import hermes
 from hermes.testing.fakellm import Reply
+from hermes.testing.stubs import memory_provider_plugin
 
 
 class Recorder(hermes.MemoryProvider):
@@ -68,15 +69,6 @@ class Recorder(hermes.MemoryProvider):
         self._rec("on_delegation", task, result)
 
 
-class Plugin:
-    def __init__(self, provider: Recorder):
-        self.provider = provider
-
-    @hermes.hookimpl
-    def hermes_register_memory_providers(self, register: Any) -> None:
-        register(self.provider.name, lambda kernel: self.provider)
-
-
 @pytest.mark.slow  # every secret format through full turns; the LCM variant stays fast
 def test_no_secret_format_reaches_a_memory_provider_or_the_summariser(kernel_factory: Any, fake_llm: Any) -> None:
     from hermes.runtime.agent import Agent
@@ -88,7 +80,7 @@ def test_no_secret_format_reaches_a_memory_provider_or_the_summariser(kernel_fac
     kernel = kernel_factory(config=cfg)
     if "sqlite" not in kernel.registries.session_stores:
         pytest.skip("no session store registered")
-    kernel.register_plugin(Plugin(provider), "plugin-recorder")
+    kernel.register_plugin(memory_provider_plugin(provider))
     agent = Agent(kernel, memory_review=False)
     try:
         for fmt in FORMATS:
