@@ -36,6 +36,12 @@ hermes_settings = {
 }
 
 
+def _db_file(kernel: Any) -> Path:
+    """The database file ``plugins.sqlite-sessions.path`` names (relative: in the home)."""
+    file = Path(kernel.plugin_settings(PLUGIN_NAME)["path"] or DB_FILE).expanduser()
+    return file if file.is_absolute() else Path(kernel.home) / file
+
+
 def open_store(kernel: Any) -> Any:
     """Factory of the ``sqlite`` store: ``state.db`` in the kernel's home, configured from
     ``plugins.sqlite-sessions``. Bad settings raise :class:`hermes.ConfigError` naming
@@ -43,19 +49,14 @@ def open_store(kernel: Any) -> Any:
     from .store import SQLiteSessionStore
 
     settings = kernel.plugin_settings(PLUGIN_NAME)
-    file = Path(settings["path"] or DB_FILE).expanduser()
-    if not file.is_absolute():
-        file = Path(kernel.home) / file
-    return SQLiteSessionStore(file, write_timeout=float(settings["write_timeout"]),
+    return SQLiteSessionStore(_db_file(kernel), write_timeout=float(settings["write_timeout"]),
                               synchronous=settings["synchronous"])
 
 
 def _doctor(kernel: Any) -> tuple[list[str], list[str]]:
     from .integrity import doctor
 
-    settings = kernel.plugin_settings(PLUGIN_NAME)
-    file = Path(settings["path"] or DB_FILE).expanduser()
-    return doctor(kernel, file if file.is_absolute() else Path(kernel.home) / file)
+    return doctor(kernel, _db_file(kernel))
 
 
 #: ``hermes doctor`` asks the selected store's factory for its checks: the search indexes
