@@ -607,13 +607,11 @@ class SQLiteSessionStore(hermes.SessionStore):
                            last_active=head["last_active"],
                            lineage_size=head["lineage_size"],
                            lineage_messages=head["lineage_messages"] or 0)
+                row["tip_id"] = self._tip(conn, row["id"])  # in the same read as the list
                 out.append(row)
             return out
 
-        rows = self._read(query)
-        for row in rows:
-            row["tip_id"] = self.compression_tip(row["id"])
-        return rows
+        return self._read(query)
 
     def resolve_session(self, ref: str) -> str | None:
         ref = (ref or "").strip()
@@ -678,20 +676,22 @@ class SQLiteSessionStore(hermes.SessionStore):
         return self._read(walk)
 
     def compression_tip(self, session_id: str) -> str:
-        def walk(conn: sqlite3.Connection) -> str:
-            def ending(sid: str) -> tuple[str | None, float | None] | None:
-                row = conn.execute("SELECT end_reason, ended_at FROM sessions WHERE id = ?", (sid,)).fetchone()
-                return (row[0], row[1]) if row else None
+        return self._read(lambda conn: self._tip(conn, session_id))
 
-            def newest_child_since(sid: str, ended_at: float) -> str | None:
-                row = conn.execute("SELECT id FROM sessions WHERE parent_session_id = ? AND started_at >= ? "
-                                   "ORDER BY started_at DESC, id DESC LIMIT 1", (sid, ended_at)).fetchone()
-                return row[0] if row else None
+    @staticmethod
+    def _tip(conn: sqlite3.Connection, session_id: str) -> str:
+        """compression_tip on ``conn``: list_sessions finds every listed row's tip in its own read."""
+        def ending(sid: str) -> tuple[str | None, float | None] | None:
+            row = conn.execute("SELECT end_reason, ended_at FROM sessions WHERE id = ?", (sid,)).fetchone()
+            return (row[0], row[1]) if row else None
 
-            # A compaction split and /undo both continue in the newest later child.
-            return hermes.follow_continuations(session_id, ending, newest_child_since)
+        def newest_child_since(sid: str, ended_at: float) -> str | None:
+            row = conn.execute("SELECT id FROM sessions WHERE parent_session_id = ? AND started_at >= ? "
+                               "ORDER BY started_at DESC, id DESC LIMIT 1", (sid, ended_at)).fetchone()
+            return row[0] if row else None
 
-        return self._read(walk)
+        # A compaction split and /undo both continue in the newest later child.
+        return hermes.follow_continuations(session_id, ending, newest_child_since)
 
     def children(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._read(lambda c: c.execute(

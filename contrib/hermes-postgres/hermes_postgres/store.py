@@ -507,13 +507,11 @@ class PostgresSessionStore(hermes.SessionStore):
                 row.update(preview=hermes.session_preview(row.pop("first_user")), last_active=head["last_active"],
                            lineage_size=int(head["lineage_size"]),
                            lineage_messages=int(head["lineage_messages"] or 0))
+                row["tip_id"] = self._tip(conn, row["id"])  # in the same read as the list
                 out.append(row)
             return out
 
-        rows = self._read(query)
-        for row in rows:
-            row["tip_id"] = self.compression_tip(row["id"])
-        return rows
+        return self._read(query)
 
     def resolve_session(self, ref: str) -> str | None:
         ref = (ref or "").strip() if isinstance(ref, str) else ""
@@ -579,19 +577,22 @@ class PostgresSessionStore(hermes.SessionStore):
         return self._read(walk)
 
     def compression_tip(self, session_id: str) -> str:
-        def walk(conn: Any) -> str:
-            def ending(sid: str) -> tuple[str | None, float | None] | None:
-                row = conn.execute("SELECT end_reason, ended_at FROM sessions WHERE id = %s", (sid,)).fetchone()
-                return (row["end_reason"], row["ended_at"]) if row else None
+        return self._read(lambda conn: self._tip(conn, session_id))
 
-            def newest_child_since(sid: str, ended_at: float) -> str | None:
-                row = conn.execute("SELECT id FROM sessions WHERE parent_session_id = %s AND started_at >= %s "
-                                   "ORDER BY started_at DESC, id DESC LIMIT 1", (sid, ended_at)).fetchone()
-                return row["id"] if row else None
+    @staticmethod
+    def _tip(conn: Any, session_id: str) -> str:
+        """compression_tip on ``conn``: list_sessions finds every listed row's tip in its own read."""
+        def ending(sid: str) -> tuple[str | None, float | None] | None:
+            row = conn.execute("SELECT end_reason, ended_at FROM sessions WHERE id = %s", (sid,)).fetchone()
+            return (row["end_reason"], row["ended_at"]) if row else None
 
-            return hermes.follow_continuations(session_id, ending, newest_child_since)
+        def newest_child_since(sid: str, ended_at: float) -> str | None:
+            row = conn.execute("SELECT id FROM sessions WHERE parent_session_id = %s AND started_at >= %s "
+                               "ORDER BY started_at DESC, id DESC LIMIT 1", (sid, ended_at)).fetchone()
+            return row["id"] if row else None
 
-        return self._read(walk)
+        # A compaction split and /undo both continue in the newest later child.
+        return hermes.follow_continuations(session_id, ending, newest_child_since)
 
     def children(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._read(lambda c: c.execute(
