@@ -202,10 +202,9 @@ class ThreatModel:
     """Weights by feature name, a bias and the probability at which a text blocks
     (``threshold``)."""
 
-    def __init__(self, weights: dict[str, float], bias: float, threshold: float, source: str = "",
+    def __init__(self, weights: dict[str, float], bias: float, threshold: float,
                  lexicon: Lexicon | None = None) -> None:
-        self.weights, self.bias, self.threshold, self.source = weights, bias, threshold, source
-        self.lexicon = lexicon
+        self.weights, self.bias, self.threshold, self.lexicon = weights, bias, threshold, lexicon
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
@@ -249,7 +248,7 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         scale = float(data["scale"])
         weights = {f: q * scale for f, q in data["weights"].items()}
         concepts = data.get("concepts")
-        return ThreatModel(weights, float(data["bias"]), float(data["threshold"]), str(source),
+        return ThreatModel(weights, float(data["bias"]), float(data["threshold"]),
                            Lexicon(concepts) if concepts else None)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
