@@ -129,6 +129,15 @@ def stored_content(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
+def search_page(limit: Any, offset: Any) -> tuple[int, int]:
+    """``search_messages``' ``limit`` and ``offset`` as whole numbers from 0; values
+    that are not numbers give the first page of 20 (search never fails on its input)."""
+    try:
+        return max(0, int(limit)), max(0, int(offset))
+    except (TypeError, ValueError, OverflowError):
+        return 20, 0
+
+
 def filter_values(value: Any) -> list[str]:
     """A search filter's values (``source_filter``, ``exclude_sources``, ``role_filter``):
     ``None`` is none, a string is comma-separated, any other iterable is its items."""

@@ -885,10 +885,7 @@ class SQLiteSessionStore(hermes.SessionStore):
         return self._read(run)
 
     def _search(self, query: Any, *, limit: Any, offset: Any, fallback: bool, **filters: Any) -> list[hermes.SearchHit]:
-        try:
-            limit, offset = max(0, int(limit)), max(0, int(offset))
-        except (TypeError, ValueError):
-            limit, offset = 20, 0
+        limit, offset = hermes.search_page(limit, offset)
         if not isinstance(query, str) or not query.strip() or limit == 0:
             return []
         stages = plan(query, fallback=fallback)

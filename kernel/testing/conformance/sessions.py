@@ -512,6 +512,9 @@ class SessionStoreConformance:
         seen = [h["id"] for p in pages for h in p]
         assert len(set(seen)) == 12
         assert store.search_messages("capybara", limit=0) == []
+        # a limit or offset that is not a usable number: the first page of 20 (hermes.search_page)
+        for bad in ({"limit": "many"}, {"limit": float("inf")}, {"offset": None}):
+            assert len(store.search_messages("capybara", **bad)) == 12, bad
 
     def test_ranking_prefers_better_matches(self, store: Any) -> None:
         self._session_with(store, [
