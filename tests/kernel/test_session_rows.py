@@ -105,3 +105,26 @@ def test_message_numbers_and_preview() -> None:
     assert hermes.tool_call_count("tool", [{"id": 1}]) == 0 and hermes.tool_call_count("assistant", {"x": 1}) == 1
     assert hermes.session_preview("line one\r\nline two") == "line one  line two"
     assert hermes.session_preview("x" * 70) == "x" * 60 + "..." and hermes.session_preview(None) == ""
+
+
+def test_stored_text_filters_snippet_and_page() -> None:
+    assert hermes.stored_text("a\ud800b") == "a\ufffdb" and hermes.stored_text(7) == "7"
+    assert hermes.stored_text("a\x00b") == "a\x00b" and hermes.stored_text("a\x00b", keep_nul=False) == "ab"
+    assert hermes.stored_text(None) is None
+    assert hermes.filter_values(" cli, telegram ,,") == ["cli", "telegram"]
+    assert hermes.filter_values(("cli", 3)) == ["cli", "3"] and hermes.filter_values(None) == []
+    text = "x" * 100 + "Needle" + "y" * 200
+    assert hermes.substring_snippet(text, ["absent", "needle"]) == (
+        "..." + "x" * 40 + ">>>Needle<<<" + "y" * 74 + "...")
+    assert hermes.substring_snippet("short", ["absent"]) == "short"
+    assert hermes.search_page("3", 2.0) == (3, 2) and hermes.search_page(-1, -5) == (0, 0)
+    assert hermes.search_page(float("inf"), 0) == (20, 0) and hermes.search_page(5, None) == (20, 0)
+
+
+def test_rows_decode_their_json_columns() -> None:
+    row = hermes.session_row({"id": "s", "model_config": '{"t": 1}'})
+    assert row == {"id": "s", "model_config": {"t": 1}} and hermes.session_row(None) is None
+    assert hermes.message_row({"id": 1, "tool_calls": "[]"}) == {"id": 1, "tool_calls": []}
+    for fields in (hermes.SESSION_FIELDS, hermes.MESSAGE_FIELDS):  # every key the contract names, once
+        assert len(set(fields)) == len(fields)
+        assert all(f"``{key}``" in hermes.SessionStore.__doc__ for key in fields)
