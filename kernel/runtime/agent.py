@@ -34,7 +34,7 @@ from ..contracts import (
     Usage,
 )
 from ..errors import ContextLengthError, HermesError, LLMError, StoreError
-from ..pricing import estimate_cost, load_prices
+from ..pricing import Price, estimate_cost, load_prices
 from ..util import estimate_messages_tokens
 from .memory_manager import _call_filtered
 from .session_lock import SessionLock, WriterLock
@@ -163,7 +163,7 @@ class Agent:
         self.store = kernel.session_store
         # for each session's estimated_cost_usd; a sub-agent shares its parent's table
         # (each delegate_task would otherwise parse the YAML tables again)
-        self.prices = parent.prices if parent else load_prices(kernel.home)
+        self.prices: list[Price] = parent.prices if parent else load_prices(kernel.home)
         self.engine = kernel.create("context-engine")
         self.context_length = self._resolve_context_length()
         # Per-model thresholds are the host's to hand over before the first update_model.
