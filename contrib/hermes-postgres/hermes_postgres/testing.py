@@ -187,7 +187,7 @@ plugins:
 def make_home(path: Path, user: str) -> Path:
     """A fresh HERMES_HOME at ``path`` whose sessions live in PostgreSQL as ``user``."""
     path.mkdir(mode=0o700)
-    (path / "config.yaml").write_text(HOME_CONFIG % json.dumps(user))
+    hermes.atomic_write_text(path / "config.yaml", HOME_CONFIG % json.dumps(user))
     return path
 
 
