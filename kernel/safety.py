@@ -498,10 +498,155 @@ def _with_first_chars(source: str, flags: int) -> re.Pattern[str]:
         return re.compile(source, flags)
     inline = re.match(r"\(\?[imsux]+\)", source)  # inline flags must stay in front
     head = inline.group(0) if inline else ""
+    body = source[len(head):]
     try:
-        return re.compile(f"{head}(?=[{''.join(sorted(first[0]))}])(?:{source[len(head):]})", flags)
+        body = _unparse(_factored(parsed.data))
+    except (ValueError, KeyError, RecursionError):
+        pass  # a construct the rewriting does not know: the expression as written
+    try:
+        return re.compile(f"{head}(?=[{''.join(sorted(first[0]))}])(?:{body})", flags)
     except re.error:
         return re.compile(source, flags)
+
+
+# Rewriting a parsed expression so that re tries a big alternation fast. re tries the
+# alternatives of ``(?:\bonly\s…|\bjust\s…|\bsolo\s…)`` one after another at every
+# position, each testing its own ``\b``; written ``\b(?:only\s…|just\s…|solo\s…)`` the
+# boundary is tested once and every alternative that cannot start with the next
+# character is rejected by one comparison; written ``\b(?:…|s(?:olo\s…|…))`` alternatives
+# sharing a first letter share the test. The matches are the same: alternatives are
+# still tried in their order, except that alternatives starting with *different*
+# literal characters change places (at one position at most one of them can match).
+# Only for case-sensitive expressions (the lowered ones): under IGNORECASE two
+# different literals can match the same character.
+
+def _deterministic(op: Any) -> bool:
+    """Whether a leading item of this kind matches one way or not at all: hoisting it
+    out of neighbouring alternatives tries the same things in the same order."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    return op in (c.AT, c.ASSERT, c.ASSERT_NOT, c.IN, c.NOT_LITERAL)
+
+
+def _factored(items: Any) -> list[tuple[Any, Any]]:
+    """The parsed ``items`` with the alternations rewritten (see above); raises
+    ``ValueError`` for expressions it leaves alone (case flags, back-references)."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    out: list[tuple[Any, Any]] = []
+    for op, av in items:
+        if op is c.SUBPATTERN:
+            group, add, delete, sub = av
+            if (add | delete) & re.IGNORECASE:
+                raise ValueError("case flag inside the expression")
+            if group is None and not add and not delete:
+                out.extend(_factored(sub))  # (?:ab)c is abc: exposes what leads
+            else:  # a capturing group (rules use them only to group; spans are all that count)
+                out.append((c.SUBPATTERN, (None, add, delete, _factored(sub))))
+        elif op is c.BRANCH:
+            out.extend(_alternation([_factored(alt) for alt in av[1]]))
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            out.append((op, (av[0], av[1], _factored(av[2]))))
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            out.append((op, (av[0], _factored(av[1]))))
+        elif op is c.ATOMIC_GROUP:
+            out.append((op, _factored(av)))
+        elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
+            raise ValueError("back-reference")
+        else:
+            out.append((op, av))
+    return out
+
+
+def _alternation(alternatives: list[list[tuple[Any, Any]]]) -> list[tuple[Any, Any]]:
+    """Items matching like the alternation of ``alternatives``, shared leading items
+    hoisted: consecutive alternatives led by the same deterministic item share it, and
+    a run of alternatives led by literals is grouped by that first character."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    merged: list[list[tuple[Any, Any]]] = []
+    i = 0
+    while i < len(alternatives):
+        head = alternatives[i][0] if alternatives[i] else None
+        j = i + 1
+        if head is not None and head[0] is c.LITERAL:
+            while j < len(alternatives) and alternatives[j] and alternatives[j][0][0] is c.LITERAL:
+                j += 1
+            groups: dict[int, list[list[tuple[Any, Any]]]] = {}
+            for alt in alternatives[i:j]:
+                groups.setdefault(alt[0][1], []).append(alt)
+            for members in groups.values():
+                merged.append(members[0] if len(members) == 1
+                              else [members[0][0], *_alternation([m[1:] for m in members])])
+        elif head is not None and _deterministic(head[0]):
+            while j < len(alternatives) and alternatives[j] and alternatives[j][0] == head:
+                j += 1
+            members = alternatives[i:j]
+            merged.append(members[0] if len(members) == 1 else [head, *_alternation([m[1:] for m in members])])
+        else:
+            merged.append(alternatives[i])
+        i = j
+    if len(merged) == 1:
+        return list(merged[0])
+    return [(c.BRANCH, (None, merged))]
+
+
+def _unparse(items: Any) -> str:
+    """A parsed expression written back as a pattern (the constructs the rules use;
+    ``ValueError`` for others)."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    categories = {c.CATEGORY_DIGIT: "\\d", c.CATEGORY_NOT_DIGIT: "\\D", c.CATEGORY_SPACE: "\\s",
+                  c.CATEGORY_NOT_SPACE: "\\S", c.CATEGORY_WORD: "\\w", c.CATEGORY_NOT_WORD: "\\W"}
+    at = {c.AT_BEGINNING: "^", c.AT_BEGINNING_STRING: "\\A", c.AT_BOUNDARY: "\\b",
+          c.AT_NON_BOUNDARY: "\\B", c.AT_END: "$", c.AT_END_STRING: "\\Z"}
+    out = []
+    for op, av in items:
+        if op is c.LITERAL:
+            out.append(re.escape(chr(av)))
+        elif op is c.NOT_LITERAL:
+            out.append(f"[^{re.escape(chr(av))}]")
+        elif op is c.ANY:
+            out.append(".")
+        elif op is c.IN:
+            parts = []
+            for item_op, item in av:
+                if item_op is c.NEGATE:
+                    parts.append("^")
+                elif item_op is c.LITERAL:
+                    parts.append(re.escape(chr(item)))
+                elif item_op is c.RANGE:
+                    parts.append(f"{re.escape(chr(item[0]))}-{re.escape(chr(item[1]))}")
+                elif item_op is c.CATEGORY:
+                    parts.append(categories[item])
+                else:
+                    raise ValueError(item_op)
+            out.append(f"[{''.join(parts)}]")
+        elif op is c.AT:
+            out.append(at[av])
+        elif op is c.BRANCH:
+            out.append("(?:" + "|".join(_unparse(alt) for alt in av[1]) + ")")
+        elif op is c.SUBPATTERN:
+            group, add, delete, sub = av
+            if group is not None or add or delete:
+                raise ValueError("group with flags")
+            out.append(f"(?:{_unparse(sub)})")
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            low, high, sub = av
+            body = _unparse(sub)
+            if len(sub) != 1 or sub[0][0] not in (c.LITERAL, c.NOT_LITERAL, c.IN, c.ANY):
+                body = f"(?:{body})"
+            lazy = "?" if op is c.MIN_REPEAT else "+" if op is c.POSSESSIVE_REPEAT else ""
+            out.append(f"{body}{{{low},{'' if high == c.MAXREPEAT else high}}}{lazy}")
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            direction, sub = av
+            kind = "=" if op is c.ASSERT else "!"
+            out.append(f"(?{'<' if direction < 0 else ''}{kind}{_unparse(sub)})")
+        elif op is c.ATOMIC_GROUP:
+            out.append(f"(?>{_unparse(av)})")
+        else:
+            raise ValueError(op)
+    return "".join(out)
 
 
 def _fold(literal: str) -> str:
