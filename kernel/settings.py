@@ -23,8 +23,9 @@ SETTINGS_ATTRIBUTE = "hermes_settings"
 @dataclass(frozen=True)
 class Setting:
     """One setting: the accepted types, the default, a description for docs and doctor,
-    and optional ``choices`` and bounds (``minimum`` / ``maximum``, inclusive;
-    ``positive`` excludes 0). ``None`` is accepted when the default is ``None``."""
+    and optional ``choices`` (strings match ignoring case and are handed on as declared)
+    and bounds (``minimum`` / ``maximum``, inclusive; ``positive`` excludes 0). ``None`` is
+    accepted when the default is ``None``."""
 
     type: type | tuple[type, ...] = object
     default: Any = None
@@ -46,7 +47,7 @@ class Setting:
         if not isinstance(value, types) or (numeric and isinstance(value, bool) and bool not in types):
             names = " or ".join(t.__name__ for t in types)
             return f"expected {names}, got {value!r} ({type(value).__name__})"
-        if self.choices and value not in self.choices:
+        if self.choices and self.normalise(value) not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if numeric and isinstance(value, (int, float)):
             if self.positive and value <= 0:
@@ -56,6 +57,19 @@ class Setting:
             if self.maximum is not None and value > self.maximum:
                 return f"expected at most {self.maximum}, got {value!r}"
         return ""
+
+    def normalise(self, value: Any) -> Any:
+        """``value`` in the spelling the schema declares: a string matching one of the
+        string ``choices`` ignoring case becomes that choice (``FULL`` -> ``full``), since
+        the values behind choices (SQLite pragmas, log levels) rarely care about case and
+        a user should not have to. An exact match wins; anything else is returned as is."""
+        if not isinstance(value, str) or value in self.choices:
+            return value
+        folded = value.casefold()
+        for choice in self.choices:
+            if isinstance(choice, str) and choice.casefold() == folded:
+                return choice
+        return value
 
 
 #: The attribute of a plugin module or object naming the top-level config.yaml sections
@@ -110,9 +124,11 @@ def check_settings(name: str, raw: Any, schema: Mapping[str, Setting],
 
 
 def with_defaults(values: Mapping[str, Any], schema: Mapping[str, Setting]) -> dict[str, Any]:
-    """``values`` (resolved) over the schema's defaults."""
+    """``values`` (resolved) over the schema's defaults, each in its declared spelling
+    (:meth:`Setting.normalise`)."""
     out = {key: setting.default for key, setting in schema.items()}
-    out.update({k: v for k, v in values.items() if v is not None or k not in out})
+    out.update({k: schema[k].normalise(v) if k in schema else v
+                for k, v in values.items() if v is not None or k not in out})
     return out
 
 

@@ -7,6 +7,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import hermes
 
@@ -277,6 +279,44 @@ def test_plugin_settings_fill_defaults_and_resolve_references(hermes_home, kerne
     kernel = kernel_factory(config={"plugins": {"sqlite-sessions": {"synchronous": {"$file": "t.txt"}}}})
     assert kernel.plugin_settings("sqlite-sessions") == {
         "path": None, "write_timeout": 20.0, "synchronous": "full"}
+
+
+@pytest.mark.parametrize("written", ["FULL", "Full", "full"])
+def test_string_choices_accept_any_case_and_give_the_declared_spelling(hermes_home, kernel_factory, written):
+    """SQLite takes PRAGMA synchronous in any case, so config.yaml may too; the plugin
+    (and everything after it) sees the spelling the schema declares."""
+    (hermes_home / "config.yaml").write_text(f"plugins:\n  sqlite-sessions:\n    synchronous: {written}\n")
+    kernel = kernel_factory(check_selection=True)  # a start accepts it
+    assert kernel.config_problems == []
+    assert kernel.plugin_settings("sqlite-sessions")["synchronous"] == "full"
+    assert kernel.session_store.synchronous == "FULL"  # the store opened from config.yaml
+    kernel.session_store.close()
+
+
+@given(choices=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=4, unique=True),
+       data=st.data())
+def test_a_choice_in_another_case_normalises_to_a_declared_choice(choices, data):
+    from hermes.settings import Setting
+
+    setting = Setting(str, choices[0], choices=tuple(choices))
+    chosen = data.draw(st.sampled_from(choices))
+    written = data.draw(st.sampled_from([chosen, chosen.upper(), chosen.lower(), chosen.swapcase()]))
+    if setting.problem(written) == "":
+        # Accepted: the value handed on is one of the declared spellings, equal ignoring case.
+        assert setting.normalise(written) in choices
+        assert setting.normalise(written).casefold() == written.casefold()
+    else:  # refused only when no declared choice matches, even ignoring case
+        assert all(c.casefold() != written.casefold() for c in choices)
+    assert setting.problem(chosen) == "" and setting.normalise(chosen) == chosen  # exact wins
+
+
+def test_non_string_choices_and_bad_strings_are_still_refused():
+    from hermes.settings import Setting
+
+    assert Setting(str, "normal", choices=("normal", "full")).problem("fast") == (
+        "'fast' is not one of normal, full")
+    assert Setting(int, 1, choices=(1, 2)).problem(3) == "3 is not one of 1, 2"
+    assert Setting(str, "a", choices=("a",)).normalise(7) == 7  # not a string: left alone
 
 
 def test_doctor_asks_each_selected_component_of_every_kind(hermes_home):
