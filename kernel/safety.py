@@ -233,25 +233,38 @@ class ThreatRule:
     #: … and ``unless`` (kept apart and small: text next to an attack must not be able
     #: to excuse it).
     unless_window: int = 0
+    #: Where the rule was written (the rules file), for error messages.
+    source: str = field(default="<rules>", compare=False, repr=False)
 
     @property
     def scope(self) -> str:
         """The scopes as one string (the first scanner had one scope per pattern)."""
         return ",".join(s for s in SCOPES if s in self.scopes)
 
+    # Expressions are compiled on first use, not when the rules file is loaded: a scan
+    # needs only the rules its text triggers, and compiling all of them took most of
+    # the load. A bad expression is reported then, naming the file and the rule
+    # (RuleSet.check compiles every one; the test suite runs it on the packaged rules).
+
+    def _compiled(self, build: Callable[[], Any]) -> Any:
+        try:
+            return build()
+        except (re.error, RecursionError) as exc:
+            raise RuleError(f"{self.source}: rule {self.id}: bad regular expression: {exc}") from None
+
     @cached_property
     def regex(self) -> re.Pattern[str]:
         if not self.flags & re.IGNORECASE:  # a case-sensitive rule runs as written, sped up
-            return _with_first_chars(self.pattern, self.flags)
-        return re.compile(self.pattern, self.flags)
+            return self._compiled(lambda: _with_first_chars(self.pattern, self.flags))
+        return self._compiled(lambda: re.compile(self.pattern, self.flags))
 
     @cached_property
     def _inner(self) -> re.Pattern[str] | None:
-        return re.compile(self.inner, self.flags) if self.inner else None
+        return self._compiled(lambda: re.compile(self.inner, self.flags)) if self.inner else None
 
     @cached_property
     def _unless(self) -> re.Pattern[str] | None:
-        return re.compile(self.unless, self.flags) if self.unless else None
+        return self._compiled(lambda: re.compile(self.unless, self.flags)) if self.unless else None
 
     @cached_property
     def _lowered(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, re.Pattern[str] | None] | None:
@@ -262,9 +275,14 @@ class ThreatRule:
         if not self.flags & re.IGNORECASE or any(p and "(?-i" in p for p in parts):
             return None
         flags = self.flags & ~re.IGNORECASE
-        inner, unless = (re.compile(_lower_pattern(p), flags) if p else None for p in parts[1:])
-        pattern = _with_first_chars(_lower_pattern(self.pattern), flags)
+        inner, unless = (self._compiled(lambda p=p: re.compile(_lower_pattern(p), flags)) if p else None
+                         for p in parts[1:])
+        pattern = self._compiled(lambda: _with_first_chars(_lower_pattern(self.pattern), flags))
         return pattern, inner, unless
+
+    def check(self) -> None:
+        """Compile every expression of the rule now; raises :class:`RuleError`."""
+        self.regex, self._inner, self._unless, self._lowered  # noqa: B018 — compiling is the point
 
     def find(self, text: str, pos: int = 0, endpos: int | None = None, *,
              lower: str | None = None) -> tuple[int, int] | None:
@@ -272,9 +290,10 @@ class ThreatRule:
         text; the span counts from the start of ``text``), or ``None``. ``lower`` is
         ``text.lower()`` when the caller has it (and it is as long as ``text``)."""
         stop = len(text) if endpos is None else endpos
-        regex, inner, unless = self.regex, self._inner, self._unless
         if lower is not None and self._lowered is not None:
             (regex, inner, unless), text = self._lowered, lower
+        else:
+            regex, inner, unless = self.regex, self._inner, self._unless
         if self.inner is None and self.unless is None and not self.negatable:
             match = regex.search(text, pos, stop)
             return match.span() if match else None
@@ -321,6 +340,12 @@ class RuleSet:
     @cached_property
     def by_scope(self) -> dict[str, tuple[ThreatRule, ...]]:
         return {s: tuple(r for r in self.rules if s in r.scopes) for s in SCOPES}
+
+    def check(self) -> None:
+        """Compile every rule's expressions now (they are compiled on first use); raises
+        :class:`RuleError` naming the file and the first bad rule."""
+        for rule in self.rules:
+            rule.check()
 
     @cached_property
     def order(self) -> dict[str, int]:
@@ -649,6 +674,17 @@ def _unparse(items: Any) -> str:
     return "".join(out)
 
 
+# Escapes and character classes, whose parentheses do not group.
+_NOT_GROUPING_RE = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]", re.DOTALL)
+
+
+def _unbalanced(pattern: str) -> bool:
+    """Whether ``pattern`` has more opening than closing parentheses or the reverse
+    (a quick look; re has the last word)."""
+    bare = _NOT_GROUPING_RE.sub("", pattern)
+    return bare.count("(") != bare.count(")")
+
+
 def _fold(literal: str) -> str:
     # Rules are matched against normalised text, so their literals are normalised the
     # same way: NFKC (Hindi nukta letters) and the look-alike folding (a Russian rule's
@@ -700,11 +736,16 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
             unless_window=int(item.get("unless_window", 0)),
             reach=int(item.get("reach", 200)),
             pair=int(item.get("pair", 0)),
+            source=source,
         )
-        try:
-            rule.regex, rule._inner, rule._unless  # noqa: B018 — compile now to name the bad rule
-        except re.error as exc:
-            raise RuleError(f"{where}: bad regular expression: {exc}") from None
+        # Compiling waits for the first use (ThreatRule._compiled); an unbalanced
+        # parenthesis, the commonest slip, is caught now at little cost.
+        for part in (rule.pattern, rule.inner, rule.unless):
+            if part and _unbalanced(part):
+                try:
+                    re.compile(part, rule.flags)
+                except re.error as exc:
+                    raise RuleError(f"{where}: bad regular expression: {exc}") from None
         rules.append(rule)
     quoted = data.get("quoted") or {}
     try:
