@@ -934,6 +934,8 @@ class SessionStore(ABC):
           lineage (1 and ``message_count`` without ``roots_only``).
 
         ``source`` / ``exclude_sources`` filter on the listed session's source.
+        ``limit`` / ``offset`` page through it; bad bounds never raise
+        (:func:`hermes.search_page`: not a number is the first page of 20).
         """
 
     @abstractmethod

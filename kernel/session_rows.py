@@ -129,13 +129,20 @@ def stored_content(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
+#: The largest ``LIMIT`` / ``OFFSET`` SQL databases take (a signed 64-bit integer).
+MAX_PAGE_BOUND = 2**63 - 1
+
+
 def search_page(limit: Any, offset: Any) -> tuple[int, int]:
-    """``search_messages``' ``limit`` and ``offset`` as whole numbers from 0; values
-    that are not numbers give the first page of 20 (search never fails on its input)."""
+    """A page's ``limit`` and ``offset`` (``search_messages``, ``list_sessions``) as
+    whole numbers from 0 up to :data:`MAX_PAGE_BOUND`; values that are not numbers
+    (``"x"``, ``None``, infinities, NaN) give the first page of 20, so listing and search
+    never fail on their input."""
     try:
-        return max(0, int(limit)), max(0, int(offset))
+        bounds = int(limit), int(offset)
     except (TypeError, ValueError, OverflowError):
         return 20, 0
+    return min(max(0, bounds[0]), MAX_PAGE_BOUND), min(max(0, bounds[1]), MAX_PAGE_BOUND)
 
 
 def filter_values(value: Any) -> list[str]:

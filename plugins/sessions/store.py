@@ -569,7 +569,7 @@ class SQLiteSessionStore(hermes.SessionStore):
             where.append(f"s.source NOT IN ({','.join('?' * len(exclude_sources))})")
             params += list(exclude_sources)
         cond = " AND ".join(where) or "1"
-        limit, offset = max(0, int(limit)), max(0, int(offset))
+        limit, offset = hermes.search_page(limit, offset)
         if roots_only:
             # Seeded from parentless sessions, the walk cannot loop: every session has one
             # parent, so a session in a cycle is never a descendant of a root.

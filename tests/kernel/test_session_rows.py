@@ -119,6 +119,8 @@ def test_stored_text_filters_snippet_and_page() -> None:
     assert hermes.substring_snippet("short", ["absent"]) == "short"
     assert hermes.search_page("3", 2.0) == (3, 2) and hermes.search_page(-1, -5) == (0, 0)
     assert hermes.search_page(float("inf"), 0) == (20, 0) and hermes.search_page(5, None) == (20, 0)
+    # too large for SQL's 64-bit LIMIT/OFFSET (SQLite raised OverflowError): the largest it takes
+    assert hermes.search_page(10**30, 2**64) == (2**63 - 1, 2**63 - 1)
 
 
 def test_rows_decode_their_json_columns() -> None:

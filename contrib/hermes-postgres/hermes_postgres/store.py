@@ -476,7 +476,7 @@ class PostgresSessionStore(hermes.SessionStore):
             where.append("s.source <> ALL(%s)")
             params.append(list(exclude_sources))
         cond = " AND ".join(where) or "true"
-        limit, offset = max(0, int(limit)), max(0, int(offset))
+        limit, offset = hermes.search_page(limit, offset)
         if roots_only:
             # Seeded from parentless sessions the walk cannot loop (one parent each).
             sql = f"""

@@ -390,6 +390,18 @@ class SessionStoreConformance:
         assert [r["id"] for r in store.list_sessions(exclude_sources=["discord"])] == [root]
         assert [r["id"] for r in store.list_sessions(limit=1, offset=1)] == [other]
 
+    def test_list_sessions_page_bounds_never_raise(self, store: Any) -> None:
+        # The same rule as search (hermes.search_page): not a usable number -> the first
+        # page of 20, negative -> 0, too large for SQL -> the largest bound SQL takes.
+        ids = [store.create_session(started_at=T0 + i) for i in range(3)][::-1]
+        def listed(**kw: Any) -> list[str]:
+            return [r["id"] for r in store.list_sessions(**kw)]
+        for bad in ("many", float("inf"), float("-inf"), float("nan"), None, 10**30):
+            assert listed(limit=bad) == ids, bad
+            assert listed(offset=bad) == ([] if bad == 10**30 else ids), bad
+        assert listed(limit=-1) == [] and listed(offset=-5) == ids
+        assert listed(limit="2", offset=1.5) == ids[1:3]
+
     def test_list_preview_and_last_active_fallbacks(self, store: Any) -> None:
         sid = store.create_session(started_at=T0)
         store.append_message(sid, "assistant", "no user message here", timestamp=T0 + 3)
@@ -513,8 +525,9 @@ class SessionStoreConformance:
         assert len(set(seen)) == 12
         assert store.search_messages("capybara", limit=0) == []
         # a limit or offset that is not a usable number: the first page of 20 (hermes.search_page)
-        for bad in ({"limit": "many"}, {"limit": float("inf")}, {"offset": None}):
+        for bad in ({"limit": "many"}, {"limit": float("inf")}, {"offset": None}, {"limit": 10**30}):
             assert len(store.search_messages("capybara", **bad)) == 12, bad
+        assert store.search_messages("capybara", offset=10**30) == []
 
     def test_ranking_prefers_better_matches(self, store: Any) -> None:
         self._session_with(store, [
