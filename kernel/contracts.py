@@ -17,6 +17,7 @@ the Hermes agent so that its plugin authors feel at home.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -1145,7 +1146,6 @@ class SessionStore(ABC):
             return None
         return {"session": session, "messages": self.get_messages(session_id)}
 
-    @abstractmethod
     def search_messages(
         self,
         query: str,
@@ -1177,8 +1177,42 @@ class SessionStore(ABC):
         Filters: ``source_filter`` / ``exclude_sources`` (session sources),
         ``role_filter`` (message roles), ``session_id``, ``since`` / ``until``
         (message timestamps, inclusive). ``limit``/``offset`` page through one ordered
-        result list. Each hit is a :class:`SearchHit`.
+        result list (:func:`hermes.search_page`). Each hit is a :class:`SearchHit`.
+
+        A store implements :meth:`_search_messages`; this method keeps the promise for
+        every store: whatever that raises is logged once (a warning on ``hermes.sessions``
+        naming the store, the query and the error) and gives ``[]``.
         """
+        try:
+            return self._search_messages(
+                query, source_filter=source_filter, exclude_sources=exclude_sources,
+                role_filter=role_filter, session_id=session_id, since=since, until=until,
+                limit=limit, offset=offset, fallback=fallback)
+        except Exception as exc:  # the contract: any input, never raises
+            logging.getLogger("hermes.sessions").warning(
+                "%s session search for %r failed: %s", self.name or type(self).__name__,
+                str(query)[:200], exc)
+            return []
+
+    @abstractmethod
+    def _search_messages(
+        self,
+        query: Any,
+        *,
+        source_filter: Any,
+        exclude_sources: Any,
+        role_filter: Any,
+        session_id: Any,
+        since: Any,
+        until: Any,
+        limit: Any,
+        offset: Any,
+        fallback: bool,
+    ) -> list[SearchHit]:
+        """The store's search behind :meth:`search_messages`, called with every argument
+        as the caller gave it (any type: :func:`hermes.search_page` and
+        :func:`hermes.filter_values` read them). It may raise; the public method turns a
+        failure into ``[]``."""
 
     def batch(self) -> AbstractContextManager[None]:
         """A context manager grouping this thread's writes into one unit (imports): a

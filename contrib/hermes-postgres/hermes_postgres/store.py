@@ -759,19 +759,10 @@ class PostgresSessionStore(hermes.SessionStore):
 
     # -- search --------------------------------------------------------------------------
 
-    def search_messages(self, query: str, *, source_filter: list[str] | None = None,
-                        exclude_sources: list[str] | None = None, role_filter: list[str] | None = None,
-                        session_id: str | None = None, since: float | None = None, until: float | None = None,
-                        limit: int = 20, offset: int = 0, fallback: bool = True) -> list[hermes.SearchHit]:
-        try:
-            return self._search(query, limit=limit, offset=offset, fallback=fallback, source_filter=source_filter,
-                                exclude_sources=exclude_sources, role_filter=role_filter, session_id=session_id,
-                                since=since, until=until)
-        except Exception as exc:  # the contract: any input, never raises
-            log.warning("session search for %r failed: %s", str(query)[:200], exc)
-            return []
-
-    def _search(self, query: Any, *, limit: Any, offset: Any, fallback: bool, **filters: Any) -> list[hermes.SearchHit]:
+    def _search_messages(self, query: Any, *, limit: Any, offset: Any, fallback: bool,
+                         **filters: Any) -> list[hermes.SearchHit]:
+        """:meth:`hermes.SessionStore.search_messages` without its guard (that catches
+        what this raises)."""
         limit, offset = hermes.search_page(limit, offset)
         if not isinstance(query, str) or not query.strip() or limit == 0:
             return []

@@ -24,6 +24,7 @@ them.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -470,6 +471,21 @@ class SessionStoreConformance:
     def test_search_never_raises(self, store: Any, query: str) -> None:
         self._session_with(store, ["hello problem test deploy value start 数据库"])
         assert isinstance(store.search_messages(query), list)
+
+    def test_a_failing_search_returns_nothing_and_logs_once(
+            self, store: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+        # The contract's search_messages keeps "never raises" for every store: whatever
+        # the store's own search (_search_messages) raises becomes [] and one warning
+        # naming the store, so a store cannot forget the guard.
+        self._session_with(store, ["narwhal tusk"])
+        def broken(query: Any, **kw: Any) -> list[Any]:
+            raise RuntimeError("the index is gone")
+        monkeypatch.setattr(store, "_search_messages", broken)
+        with caplog.at_level(logging.WARNING, logger="hermes.sessions"):
+            assert store.search_messages("narwhal", limit="x") == []
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert store.name in warnings[0] and "'narwhal'" in warnings[0] and "the index is gone" in warnings[0]
 
     def test_search_operators_phrases_prefix(self, store: Any) -> None:
         a = self._session_with(store, ["the staging database moved", "database backups nightly"])

@@ -100,6 +100,19 @@ def test_indexes_follow_updates_and_deletes(store: SQLiteSessionStore) -> None:
         assert conn.execute("SELECT count(*) FROM messages_fts_trigram").fetchone()[0] == 0
 
 
+def test_a_broken_index_makes_search_empty_with_one_warning(store: SQLiteSessionStore, caplog) -> None:
+    """A real SQLite failure inside search (the word index dropped behind the store's
+    back) gives no hits and one warning naming the store, the query and the error."""
+    sid = store.create_session()
+    store.append_message(sid, "user", "capybara facts")
+    with raw(store.path) as conn:
+        conn.execute("DROP TABLE messages_fts")
+    with caplog.at_level("WARNING", logger="hermes.sessions"):
+        assert store.search_messages("capybara") == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "sqlite session search for 'capybara' failed: no such table: messages_fts"]
+
+
 def _fail_on(store: SQLiteSessionStore, content: str) -> None:
     """Make the store's own connection fail inserting a message with this content (a
     real SQLite error in the middle of a write, as a full disk would give)."""
