@@ -792,7 +792,9 @@ class SearchHit(TypedDict, total=False):
     """One result of :meth:`SessionStore.search_messages` (a plain dict of this shape).
 
     ``id``, ``session_id``, ``role``, ``timestamp`` and ``tool_name`` describe the matched
-    message; ``source``, ``model``, ``session_started`` and ``session_title`` its session.
+    message (a tool result stored without a name, as OpenAI-format transcripts give it,
+    is named after the earlier assistant call with its ``tool_call_id``, however far back
+    in the session); ``source``, ``model``, ``session_started`` and ``session_title`` its session.
     ``snippet`` is a short excerpt with the matched text between ``>>>`` and ``<<<``.
     ``context`` holds the neighbouring messages of the same session (at most one before and
     one after, each ``{"id", "role", "content"}`` with content cut to 200 characters).

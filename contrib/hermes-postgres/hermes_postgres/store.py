@@ -87,6 +87,9 @@ PREV_WEIGHT = 0.8
 CONTEXT_WEIGHT = 0.65
 RANK_NORMALIZATION = 1
 _CONTEXT_CHARS = 200
+#: A tool-call id every JSON encoder writes as it is between quotes (no escapes): then
+#: ``"id"`` with its quotes is what a call's text holds, and ``c3`` does not match ``c30``.
+_PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 
 # -- the write path ------------------------------------------------------------------------
 #: Creates a missing session and counts the messages being added; its row lock orders
@@ -819,10 +822,15 @@ class PostgresSessionStore(hermes.SessionStore):
     @staticmethod
     def _called_tool(conn: Any, hit: hermes.SearchHit, call_id: str) -> str | None:
         """The tool a nameless result answers: the name in the earlier assistant call
-        with its ``tool_call_id`` (OpenAI-format imports carry only the id)."""
+        with its ``tool_call_id`` (OpenAI-format imports carry only the id), however far
+        back. The walk goes backwards along the session's index (``messages_session``)
+        and the server returns only calls whose text holds the id (quoted when that is
+        exact), usually just the one; the JSON is read here, where text that is not JSON
+        cannot fail the search."""
+        needle = f'"{call_id}"' if _PLAIN_CALL_ID.fullmatch(call_id) else call_id
         for row in conn.execute(
                 "SELECT tool_calls FROM messages WHERE session_id = %s AND id < %s AND role = 'assistant' "
-                "AND tool_calls IS NOT NULL ORDER BY id DESC LIMIT 50", (hit["session_id"], hit["id"])):
+                "AND strpos(tool_calls, %s) > 0 ORDER BY id DESC", (hit["session_id"], hit["id"], needle)):
             calls = _decode_json(row["tool_calls"])
             for call in calls if isinstance(calls, list) else []:
                 if isinstance(call, dict) and call.get("id") == call_id:

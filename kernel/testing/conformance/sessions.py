@@ -519,6 +519,21 @@ class SessionStoreConformance:
         assert {h["id"] for h in store.search_messages("web_fetch")} == {mid}
         assert {h["id"] for h in store.search_messages("terminal")} == {rid}
 
+    def test_a_nameless_tool_result_is_named_by_its_call_however_far_back(self, store: Any) -> None:
+        # OpenAI-format transcripts give a tool result only its tool_call_id: the hit
+        # takes the name from the assistant call with that id, even with more than 60
+        # messages (55 other calls) in between.
+        sid = store.create_session(started_at=T0)
+        store.append_message(sid, "assistant", "", tool_calls=[_call("web_fetch", {"url": "u"}, "call_far")])
+        store.append_messages(sid, [m for i in range(55) for m in (
+            {"role": "assistant", "content": "", "tool_calls": [_call("terminal", {"cmd": "ls"}, f"c{i}")]},
+            {"role": "tool", "content": f"listing {i}", "tool_call_id": f"c{i}", "name": "terminal"})])
+        far = store.append_message(sid, "tool", "platypus habitat page", tool_call_id="call_far")
+        near = store.append_message(sid, "tool", "wombat burrow output", tool_call_id="c54")
+        assert [(h["id"], h["tool_name"]) for h in store.search_messages("platypus")] == [(far, "web_fetch")]
+        assert [(h["id"], h["tool_name"]) for h in store.search_messages("wombat")] == [(near, "terminal")]
+        assert store.get_messages(sid)[-1]["tool_name"] is None  # the stored row is left as written
+
     def test_search_filters(self, store: Any) -> None:
         a = self._session_with(store, ["walrus on telegram"], source="telegram", start=T0)
         b = self._session_with(store, ["walrus on the cli"], source="cli", start=T0 + 100)
