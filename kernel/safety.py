@@ -348,6 +348,11 @@ class RuleSet:
             rule.check()
 
     @cached_property
+    def reversed_words(self) -> frozenset[str]:
+        """Every word trigger written backwards."""
+        return frozenset(t[::-1] for t in self._index[1])
+
+    @cached_property
     def order(self) -> dict[str, int]:
         return {r.id: i for i, r in enumerate(self.rules)}
 
@@ -889,7 +894,7 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
         (_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex"))
     # An encoded run is at least 16 characters without a space; prose rarely has one,
     # and then neither expression needs to run.
-    if not any(len(token) >= 16 for token in text.split()):
+    if max(map(len, text.split()), default=0) < 16:
         runs = ()
     for regex, decode, name in runs:
         for m in regex.finditer(text):
@@ -1050,12 +1055,13 @@ def _pair_windows(rule: ThreatRule, positions: dict[str, list[int] | None], leng
     return _merge(spans)
 
 
-def _match_layer(rules: RuleSet, scope: str, text: str, *,
-                 substrings: bool = True) -> list[tuple[ThreatRule, tuple[int, int], str]]:
+def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = True, lower: str | None = None,
+                 words: list[str] | None = None) -> list[tuple[ThreatRule, tuple[int, int], str]]:
     """Every rule's first acceptable match in ``text``; for weak rules (weight under
-    the threshold) up to 16 matches, so that the score can pair the ones close together."""
-    lower = text.lower()
-    words = _WORD_RE.findall(lower)
+    the threshold) up to 16 matches, so that the score can pair the ones close together.
+    ``lower`` and ``words`` are ``text.lower()`` and its words, when the caller has them."""
+    lower = text.lower() if lower is None else lower
+    words = _WORD_RE.findall(lower) if words is None else words
     hits = rules.triggered(lower, words, substrings)
     candidates = rules.candidates(scope, hits)
     long_text = len(text) > _WHOLE_TEXT
@@ -1180,16 +1186,24 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         return sorted(matches, key=lambda m: (-m[0].weight, ruleset.order[m[0].id]))
 
     about_attacks: bool | None = None  # whether the text talks about attacks (asked once)
-    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized)):
+    lower = normalized.lower()
+    words = _WORD_RE.findall(lower)
+    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, lower=lower, words=words)):
         if rule.kind in ruleset.quoted_kinds and _quoted(normalized, span):
             if about_attacks is None:
                 about_attacks = ruleset.quoted_meta is not None and ruleset.quoted_meta.search(normalized) is not None
             if about_attacks:
                 rule = replace(rule, weight=min(rule.weight, ruleset.quoted_weight))
         keep(rule, span, excerpt, "text", "text", raw_span(span))
-    lower = normalized.lower()
+    # The reversed text is searched by the rules of the word triggers it holds, which
+    # are the text's words reversed: when none reversed is a trigger, it is skipped
+    # without lower-casing and splitting it again. (Lower-casing commutes with reversing
+    # unless it changes a length or sees a word's end: "İ", the final "Σ".)
+    skip_reversed = len(lower) == len(normalized) and "Σ" not in normalized and ruleset.reversed_words.isdisjoint(words)
     for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
         reverse = layer == "reversed"
+        if reverse and skip_reversed:
+            continue
         decoded_norm = decoded if reverse else normalize_for_scan(decoded)  # reversed: normalised already
         for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
             where: tuple[int, int] | None
