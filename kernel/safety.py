@@ -71,6 +71,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
+from re import _constants as _sre_c  # type: ignore[attr-defined]  # re's own; loaded with re
 from typing import Any
 
 __all__ = [
@@ -520,7 +521,7 @@ def _with_first_chars(source: str, flags: int) -> re.Pattern[str]:
     from re import _parser as p  # type: ignore[attr-defined]
 
     try:
-        parsed = p.parse(source, flags)
+        parsed = p.parse(source, int(flags))  # re's parser is slow with RegexFlag values
     except (re.error, RecursionError):
         return re.compile(source, flags)
     first = None if parsed.state.flags & (re.IGNORECASE | re.VERBOSE | re.ASCII | re.LOCALE) else _first_chars(parsed)
@@ -528,15 +529,52 @@ def _with_first_chars(source: str, flags: int) -> re.Pattern[str]:
         return re.compile(source, flags)
     inline = re.match(r"\(\?[imsux]+\)", source)  # inline flags must stay in front
     head = inline.group(0) if inline else ""
-    body = source[len(head):]
+    wrapped = f"{head}(?=[{''.join(sorted(first[0]))}])(?:{source[len(head):]})"
     try:
-        body = _unparse(_factored(parsed.data))
-    except (ValueError, KeyError, RecursionError):
+        return _compile_tree(wrapped, flags, parsed, _factored(parsed.data))
+    except (ValueError, KeyError, RecursionError, TypeError, AttributeError, re.error):
         pass  # a construct the rewriting does not know: the expression as written
     try:
-        return re.compile(f"{head}(?=[{''.join(sorted(first[0]))}])(?:{body})", flags)
+        return re.compile(wrapped, flags)
     except re.error:
         return re.compile(source, flags)
+
+
+def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, Any]]) -> re.Pattern[str]:
+    """``items`` (the rewritten parse of ``wrapped``'s expression) compiled behind the
+    look-ahead that opens ``wrapped``, straight from the parse: writing it out and
+    parsing it again cost more than the rewriting saved on a first scan. The compiled
+    expression's ``pattern`` is ``wrapped``, which matches the same."""
+    import _sre  # type: ignore[import-not-found]
+    from re import _compiler as rc  # type: ignore[attr-defined]
+    from re import _constants as c  # type: ignore[attr-defined]
+    from re import _parser as p  # type: ignore[attr-defined]
+
+    state, flags = parsed.state, int(flags)
+
+    def tree(seq: Any) -> Any:
+        out = []
+        for op, av in seq:
+            if op is c.BRANCH:
+                av = (av[0], [tree(alternative) for alternative in av[1]])
+            elif op is c.SUBPATTERN:
+                av = (*av[:3], tree(av[3]))
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                av = (av[0], av[1], tree(av[2]))
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                av = (av[0], tree(av[1]))
+            elif op is c.ATOMIC_GROUP:
+                av = tree(av)
+            out.append((op, av))
+        return p.SubPattern(state, out)
+
+    lookahead = p.parse(wrapped[:wrapped.index("(?:")], flags).data[-1]
+    program = tree([lookahead, *items])
+    code = rc._code(program, flags)
+    index = [None] * state.groups
+    for name, i in state.groupdict.items():
+        index[i] = name
+    return _sre.compile(wrapped, flags | state.flags, code, state.groups - 1, state.groupdict, tuple(index))
 
 
 # Rewriting a parsed expression so that re tries a big alternation fast. re tries the
@@ -553,35 +591,31 @@ def _with_first_chars(source: str, flags: int) -> re.Pattern[str]:
 def _deterministic(op: Any) -> bool:
     """Whether a leading item of this kind matches one way or not at all: hoisting it
     out of neighbouring alternatives tries the same things in the same order."""
-    from re import _constants as c  # type: ignore[attr-defined]
-
-    return op in (c.AT, c.ASSERT, c.ASSERT_NOT, c.IN, c.NOT_LITERAL)
+    return op in (_sre_c.AT, _sre_c.ASSERT, _sre_c.ASSERT_NOT, _sre_c.IN, _sre_c.NOT_LITERAL)
 
 
 def _factored(items: Any) -> list[tuple[Any, Any]]:
     """The parsed ``items`` with the alternations rewritten (see above); raises
     ``ValueError`` for expressions it leaves alone (case flags, back-references)."""
-    from re import _constants as c  # type: ignore[attr-defined]
-
     out: list[tuple[Any, Any]] = []
     for op, av in items:
-        if op is c.SUBPATTERN:
+        if op is _sre_c.SUBPATTERN:
             group, add, delete, sub = av
-            if (add | delete) & re.IGNORECASE:
+            if (add | delete) & _sre_c.SRE_FLAG_IGNORECASE:
                 raise ValueError("case flag inside the expression")
             if group is None and not add and not delete:
                 out.extend(_factored(sub))  # (?:ab)c is abc: exposes what leads
             else:  # a capturing group (rules use them only to group; spans are all that count)
-                out.append((c.SUBPATTERN, (None, add, delete, _factored(sub))))
-        elif op is c.BRANCH:
+                out.append((_sre_c.SUBPATTERN, (None, add, delete, _factored(sub))))
+        elif op is _sre_c.BRANCH:
             out.extend(_alternation([_factored(alt) for alt in av[1]]))
-        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+        elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT):
             out.append((op, (av[0], av[1], _factored(av[2]))))
-        elif op in (c.ASSERT, c.ASSERT_NOT):
+        elif op in (_sre_c.ASSERT, _sre_c.ASSERT_NOT):
             out.append((op, (av[0], _factored(av[1]))))
-        elif op is c.ATOMIC_GROUP:
+        elif op is _sre_c.ATOMIC_GROUP:
             out.append((op, _factored(av)))
-        elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
+        elif op in (_sre_c.GROUPREF, _sre_c.GROUPREF_EXISTS):
             raise ValueError("back-reference")
         else:
             out.append((op, av))
@@ -592,15 +626,13 @@ def _alternation(alternatives: list[list[tuple[Any, Any]]]) -> list[tuple[Any, A
     """Items matching like the alternation of ``alternatives``, shared leading items
     hoisted: consecutive alternatives led by the same deterministic item share it, and
     a run of alternatives led by literals is grouped by that first character."""
-    from re import _constants as c  # type: ignore[attr-defined]
-
     merged: list[list[tuple[Any, Any]]] = []
     i = 0
     while i < len(alternatives):
         head = alternatives[i][0] if alternatives[i] else None
         j = i + 1
-        if head is not None and head[0] is c.LITERAL:
-            while j < len(alternatives) and alternatives[j] and alternatives[j][0][0] is c.LITERAL:
+        if head is not None and head[0] is _sre_c.LITERAL:
+            while j < len(alternatives) and alternatives[j] and alternatives[j][0][0] is _sre_c.LITERAL:
                 j += 1
             groups: dict[int, list[list[tuple[Any, Any]]]] = {}
             for alt in alternatives[i:j]:
@@ -618,65 +650,7 @@ def _alternation(alternatives: list[list[tuple[Any, Any]]]) -> list[tuple[Any, A
         i = j
     if len(merged) == 1:
         return list(merged[0])
-    return [(c.BRANCH, (None, merged))]
-
-
-def _unparse(items: Any) -> str:
-    """A parsed expression written back as a pattern (the constructs the rules use;
-    ``ValueError`` for others)."""
-    from re import _constants as c  # type: ignore[attr-defined]
-
-    categories = {c.CATEGORY_DIGIT: "\\d", c.CATEGORY_NOT_DIGIT: "\\D", c.CATEGORY_SPACE: "\\s",
-                  c.CATEGORY_NOT_SPACE: "\\S", c.CATEGORY_WORD: "\\w", c.CATEGORY_NOT_WORD: "\\W"}
-    at = {c.AT_BEGINNING: "^", c.AT_BEGINNING_STRING: "\\A", c.AT_BOUNDARY: "\\b",
-          c.AT_NON_BOUNDARY: "\\B", c.AT_END: "$", c.AT_END_STRING: "\\Z"}
-    out = []
-    for op, av in items:
-        if op is c.LITERAL:
-            out.append(re.escape(chr(av)))
-        elif op is c.NOT_LITERAL:
-            out.append(f"[^{re.escape(chr(av))}]")
-        elif op is c.ANY:
-            out.append(".")
-        elif op is c.IN:
-            parts = []
-            for item_op, item in av:
-                if item_op is c.NEGATE:
-                    parts.append("^")
-                elif item_op is c.LITERAL:
-                    parts.append(re.escape(chr(item)))
-                elif item_op is c.RANGE:
-                    parts.append(f"{re.escape(chr(item[0]))}-{re.escape(chr(item[1]))}")
-                elif item_op is c.CATEGORY:
-                    parts.append(categories[item])
-                else:
-                    raise ValueError(item_op)
-            out.append(f"[{''.join(parts)}]")
-        elif op is c.AT:
-            out.append(at[av])
-        elif op is c.BRANCH:
-            out.append("(?:" + "|".join(_unparse(alt) for alt in av[1]) + ")")
-        elif op is c.SUBPATTERN:
-            group, add, delete, sub = av
-            if group is not None or add or delete:
-                raise ValueError("group with flags")
-            out.append(f"(?:{_unparse(sub)})")
-        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-            low, high, sub = av
-            body = _unparse(sub)
-            if len(sub) != 1 or sub[0][0] not in (c.LITERAL, c.NOT_LITERAL, c.IN, c.ANY):
-                body = f"(?:{body})"
-            lazy = "?" if op is c.MIN_REPEAT else "+" if op is c.POSSESSIVE_REPEAT else ""
-            out.append(f"{body}{{{low},{'' if high == c.MAXREPEAT else high}}}{lazy}")
-        elif op in (c.ASSERT, c.ASSERT_NOT):
-            direction, sub = av
-            kind = "=" if op is c.ASSERT else "!"
-            out.append(f"(?{'<' if direction < 0 else ''}{kind}{_unparse(sub)})")
-        elif op is c.ATOMIC_GROUP:
-            out.append(f"(?>{_unparse(av)})")
-        else:
-            raise ValueError(op)
-    return "".join(out)
+    return [(_sre_c.BRANCH, (None, merged))]
 
 
 # Escapes and character classes, whose parentheses do not group.
