@@ -19,14 +19,17 @@ Prints one JSON line per figure:
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
-* ``{"figure": "rules_load_ms"}`` — parsing and compiling threat_rules.yaml once (and
-  ``model_load_ms`` for threat_model.json); ``first_scan_ms`` — the first scan of a
-  16 KB document after that, which compiles the expressions it needs;
+* ``{"figure": "rules_load_ms"}`` — reading threat_rules.yaml once (expressions are
+  compiled on first use; ``rules_compile_ms`` is compiling all of them, for
+  comparison) and ``model_load_ms`` for threat_model.json; ``first_scan_ms`` — the
+  first scan of a 16 KB document after that, which compiles the expressions it needs;
 * ``{"figure": "scan_ms_per_kb", "input": …}`` — median CPU ms per KB of text for the
-  scanner and for the baseline (one precompiled regex, the first scanner's
-  "ignore … previous … instructions" pattern, searched once), and their ratio; inputs
-  are the corpus texts one by one, and documents of ~4 KB and ~16 KB (context-file
-  sizes) built from benign texts with one attack in the middle;
+  scanner, for the rules alone (``rules_only``: the same scan with an explicit rule set,
+  which never consults the learned model) and for the baseline (one precompiled regex,
+  the first scanner's "ignore … previous … instructions" pattern, searched once), and
+  the scanner's ratio to the baseline; inputs are the corpus texts one by one, and
+  documents of ~4 KB and ~16 KB (context-file sizes) built from benign texts with one
+  attack in the middle;
 * ``{"figure": "model_ms_per_kb", …}`` — the learned model's share of the scan time (it
   scores every text the rules do not block);
 * a last line ``{"figure": "target", …}`` comparing the worst ms/KB with the goal (< 1).
@@ -199,8 +202,13 @@ def speed(runs: int) -> float:
     re.purge()  # re's own cache would hand back the expressions the rates above compiled
     start = time.perf_counter()
     load_rules.cache_clear()
-    load_rules()
+    rules = load_rules()
     emit(figure="rules_load_ms", ms=round((time.perf_counter() - start) * 1000, 2))
+    every = load_rules.__wrapped__()  # a second copy, compiled whole (the scans below use the first)
+    start = time.perf_counter()
+    every.check()
+    emit(figure="rules_compile_ms", ms=round((time.perf_counter() - start) * 1000, 2))
+    re.purge()
     start = time.perf_counter()
     load_model.cache_clear()
     model = load_model()
@@ -221,14 +229,17 @@ def speed(runs: int) -> float:
     for name, texts in inputs.items():
         scanner = baseline = 0.0
         # Interleaved so that machine load hits both alike.
-        pairs = [(ms_per_kb(texts, lambda t: scan_for_threats(t, scope="context_file"), 1),
-                  ms_per_kb(texts, BASELINE.search, 1)) for _ in range(runs)]
-        scanner = statistics.median(p[0] for p in pairs)
-        baseline = statistics.median(p[1] for p in pairs)
+        triples = [(ms_per_kb(texts, lambda t: scan_for_threats(t, scope="context_file"), 1),
+                    ms_per_kb(texts, lambda t: scan(t, scope="context_file", rules=rules), 1),
+                    ms_per_kb(texts, BASELINE.search, 1)) for _ in range(runs)]
+        scanner = statistics.median(p[0] for p in triples)
+        rules_only = statistics.median(p[1] for p in triples)
+        baseline = statistics.median(p[2] for p in triples)
         worst = max(worst, scanner)
         emit(figure="scan_ms_per_kb", input=name, texts=len(texts),
              kb=round(sum(len(t.encode()) for t in texts) / 1024, 1), scanner=round(scanner, 4),
-             baseline_single_regex=round(baseline, 4), ratio=round(scanner / baseline, 1) if baseline else None)
+             rules_only=round(rules_only, 4), baseline_single_regex=round(baseline, 4),
+             ratio=round(scanner / baseline, 1) if baseline else None)
         # The model's part: it runs (on normalised, lower-cased text) on every text the
         # rules did not block, so this is its cost on every text, an upper bound.
         lowered = [normalize_for_scan(t).lower() for t in texts]
