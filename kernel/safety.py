@@ -1005,7 +1005,21 @@ def _windows(rule: ThreatRule, positions: dict[str, list[int] | None], length: i
             places = other
     if places is None:
         return None
-    merged = _merge((max(0, p - rule.reach), min(length, p + rule.reach)) for p in places)
+    # The ranges around sorted places, merged in one pass (clipping to the text changes
+    # no merge: a range clipped at 0 or at the end overlaps its neighbour anyway).
+    places.sort()
+    reach = rule.reach
+    merged: list[tuple[int, int]] = []
+    lo = hi = -1
+    for p in places:
+        if p - reach <= hi:
+            hi = max(hi, p + reach)
+        else:
+            if hi >= 0:
+                merged.append((max(0, lo), min(length, hi)))
+            lo, hi = p - reach, p + reach
+    if hi >= 0:
+        merged.append((max(0, lo), min(length, hi)))
     return None if sum(hi - lo for lo, hi in merged) > 0.7 * length else merged
 
 
