@@ -17,9 +17,12 @@ Deterministic: the same inputs give the same file byte for byte. What it reads:
 L2-regularised logistic regression by full-batch gradient descent over the features of
 hermes.threat_model.features (binary, scaled by 1/sqrt(max(count, MIN_FEATURES)) like at
 scan time), on features seen in at least two training texts. Attacks and benign texts
-weigh the same in total; within the benign side, the labelled look-alikes, the chat
-messages and the doc paragraphs have fixed shares. Long benign texts are trained on in
-the pieces the scanner scores (hermes.threat_model.chunks).
+weigh the same in total; within the benign side, the labelled look-alikes, the long
+labelled documents (gen/docs*.jsonl), the chat messages and the doc paragraphs have
+fixed shares. Long benign texts are trained on in the pieces the scanner scores
+(hermes.threat_model.chunks); a long attack is fitted whole first, then, in a second
+fit, by the one of its pieces the first fit finds most like an attack (the scanner
+judges pieces, and the attack in a long document is one paragraph of it).
 
 ``threshold`` is chosen on out-of-fold probabilities (5-fold cross-validation over the
 training texts, each text scored as at scan time: its best piece): the lowest
@@ -53,6 +56,7 @@ from hermes.threat_model import (
     chunks,
     corpus_side,
     features,
+    substantial,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +74,9 @@ QUANT = 100  # weights are stored as integers of 1/QUANT …
 PRUNE = 0.05  # … and weights smaller than this are dropped (in the cross-validation too)
 FOLDS = 5
 MISSED = float(os.environ.get("SCANNER_MISSED", 3.0))
+#: Long attacks are refitted on their most attack-like piece (see fit); 0 turns it off.
+MIL = os.environ.get("SCANNER_MIL", "1") == "1"
+MIN_TEXTS = int(os.environ.get("SCANNER_MIN_TEXTS", 2))  # a feature is learned if seen in this many texts
 #: Shares of the benign side's total weight (attacks weigh 0.5 in all).
 SHARES = {"labelled": 0.3, "long": 0.1, "chat": 0.05, "docs": 0.05}
 if os.environ.get("SCANNER_SHARES"):  # experiments: labelled,chat,docs
@@ -165,7 +172,7 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "label", "lower", "ruled", "text")
+    __slots__ = ("feats", "group", "label", "lower", "pieces", "ruled", "text")
 
     def __init__(self, text: str, label: int, group: str) -> None:
         self.text, self.label, self.group = text, label, group
@@ -173,6 +180,10 @@ class Sample:
         # Attacks are trained on whole; a long benign text on each piece (what is scored).
         units = [lower] if label or len(lower) <= CHUNK else [lower[a:b] for a, b in chunks(lower)] or [lower]
         self.feats = [sorted(set(features(u, LEXICON))) for u in units]
+        # A long attack's pieces as the scanner judges them: after a first fit, the one
+        # the model finds most like an attack stands for the text (see fit).
+        self.pieces = ([sorted(set(features(lower[a:b], LEXICON))) for a, b in chunks(lower)
+                        if substantial(lower[a:b], MIN_WORDS)] if label and len(lower) > CHUNK else [])
         self.ruled = False
 
 
@@ -182,7 +193,8 @@ def load_samples() -> list[Sample]:
     for row in labelled:
         # Long labelled documents (gen/docs.jsonl) are their own benign group: a long text
         # has many pieces, so many chances of a false positive.
-        group = "attack" if row["label"] == "attack" else "long" if row.get("set") == "gen/docs" else "labelled"
+        group = ("attack" if row["label"] == "attack" else "long" if row.get("set", "").startswith("gen/docs")
+                 else "labelled")
         samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, group))
     samples += [Sample(t, 0, "chat") for t in chat_texts()]
     samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
@@ -192,7 +204,8 @@ def load_samples() -> list[Sample]:
     return samples
 
 
-def design(samples: list[Sample], vocab: dict[str, int]) -> tuple[np.ndarray, ...]:
+def design(samples: list[Sample], vocab: dict[str, int],
+           chosen: dict[int, list[str]] | None = None) -> tuple[np.ndarray, ...]:
     """Sparse rows (one per unit), their sample's label and weight."""
     rows, cols, vals, y, wt = [], [], [], [], []
     totals = Counter(s.group for s in samples)
@@ -205,7 +218,7 @@ def design(samples: list[Sample], vocab: dict[str, int]) -> tuple[np.ndarray, ..
             w = shares["attack"] * (MISSED if not s.ruled else 1.0) / attack_mass
         else:
             w = shares[s.group] / totals[s.group] / len(s.feats)
-        for fs in s.feats:
+        for fs in [chosen[id(s)]] if chosen and id(s) in chosen else s.feats:
             scale = 1 / np.sqrt(max(len(fs), MIN_FEATURES))
             for f in fs:
                 j = vocab.get(f)
@@ -220,10 +233,8 @@ def design(samples: list[Sample], vocab: dict[str, int]) -> tuple[np.ndarray, ..
             np.array(y, dtype=float), np.array(wt))
 
 
-def fit(samples: list[Sample]) -> tuple[dict[str, float], float]:
-    df = Counter(f for s in samples for f in {f for fs in s.feats for f in fs})
-    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= 2))}
-    R, C, V, y, cw = design(samples, vocab)
+def _descend(samples: list[Sample], vocab: dict[str, int], chosen: dict[int, list[str]] | None) -> tuple[np.ndarray, float]:
+    R, C, V, y, cw = design(samples, vocab, chosen)
     n, d = len(y), len(vocab)
     cw = cw / cw.sum()
     w, b = np.zeros(d), 0.0
@@ -236,8 +247,24 @@ def fit(samples: list[Sample]) -> tuple[dict[str, float], float]:
         vw = MOMENTUM * vw - RATE * gw
         vb = MOMENTUM * vb - RATE * g.sum()
         w, b = w + vw, b + vb
+    return w, b
+
+
+def fit(samples: list[Sample]) -> tuple[dict[str, int], float]:
+    """Weights (whole numbers of 1/QUANT, small ones dropped) and bias."""
+    df = Counter(f for s in samples for f in {f for fs in s.feats + s.pieces for f in fs})
+    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_TEXTS))}
+    w, b = _descend(samples, vocab, None)
+    if MIL:
+        # A long attack was fitted whole, diluted by the document around it; the scanner
+        # judges its pieces. Refit with each long attack's most attack-like piece instead.
+        def z(fs: list[str]) -> float:
+            return sum(w[vocab[f]] for f in fs if f in vocab) / np.sqrt(max(len(fs), MIN_FEATURES))
+        chosen = {id(s): max(s.pieces, key=z) for s in samples if s.pieces}
+        w, b = _descend(samples, vocab, chosen)
     inv = sorted(vocab, key=vocab.get)
-    return {f: round(float(w[i]) * QUANT) / QUANT for i, f in enumerate(inv) if abs(w[i]) >= PRUNE}, float(b)
+    units = {f: round(float(w[i]) * QUANT) for i, f in enumerate(inv) if abs(w[i]) >= PRUNE}
+    return {f: u for f, u in units.items() if u}, float(b)
 
 
 def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
@@ -260,7 +287,7 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, dict]:
     oof = np.zeros(len(samples))
     for k in range(FOLDS):
         weights, bias = fit([s for i, s in enumerate(samples) if fold[i] != k])
-        model = ThreatModel(weights, bias, 1.0, lexicon=LEXICON)
+        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT)
         for i, s in enumerate(samples):
             if fold[i] == k:
                 oof[i] = model.best(s.lower, least_words=MIN_WORDS)[0]  # as at scan time
@@ -292,7 +319,7 @@ def main() -> int:
     samples = load_samples()
     alone, report = thresholds(samples, args.max_fp)
     weights, bias = fit(samples)
-    kept = {f: round(w * QUANT) for f, w in sorted(weights.items()) if round(w * QUANT)}
+    kept = dict(sorted(weights.items()))
     counts = Counter(s.group for s in samples)
     sources = ["tests/data/scanner/tune.jsonl", "tests/data/scanner/gen/*.jsonl (train side)",
                "benchmarks/recall_corpus/sessions.jsonl", "tests/data/scanner/benign_extra.jsonl"]

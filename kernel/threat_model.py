@@ -4,18 +4,20 @@ needs it (never at ``import hermes``).
 
 The rules in ``threat_rules.yaml`` catch the forms they describe; phrasings nobody wrote
 a rule for slip through. This model was trained (``benchmarks/train_scanner_model.py``,
-deterministic, on ``tests/data/scanner/tune.jsonl`` only) to recognise the *vocabulary*
-of an attack — "rules … no longer … only obey", "sans … restrictions", "忽略 … 设定" —
-and it is consulted only when the rules did not block: its probability above the
-file's ``threshold`` blocks as the finding ``learned_injection``, naming the sentence
-and the words that weighed most.
+deterministic, on ``tune.jsonl``, the train sides of the corpus writers' files and
+ordinary chat and doc paragraphs) to recognise the *vocabulary* of an attack — "rules …
+no longer … only obey", "sans … restrictions", "忽略 … 设定" — and it is consulted on
+every text the rules did not block: its probability above the file's ``threshold``
+blocks as the finding ``learned_injection``, naming the sentence and the words that
+weighed most.
 
 Features, computed on the scanner's normalised, lower-cased text: every word, its first
 five letters (so inflections share a feature), each pair of neighbouring words (and of
-their prefixes), and for scripts written without spaces (Chinese, Japanese, Thai …) the
-character pairs and triples of each run. Long texts are cut into pieces of at most
-:data:`CHUNK` characters at sentence ends and at every blank line, each scored on its
-own, the highest wins: an attack paragraph in the middle of a long README is not
+their prefixes), for scripts written without spaces (Chinese, Japanese, Thai …) the
+character pairs and triples of each run, and the concepts of :class:`Lexicon` (alone, in
+pairs, and each concept word with its neighbours). Long texts are cut into pieces of at
+most :data:`CHUNK` characters at sentence ends and at every blank line, each scored on
+its own, the highest wins: an attack paragraph in the middle of a long README is not
 diluted by the README (a sentence run into its neighbours' lines still can be).
 """
 
@@ -26,6 +28,7 @@ import json
 import math
 import re
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 
 MODEL_PATH = Path(__file__).with_name("threat_model.json")
@@ -41,6 +44,8 @@ MIN_FEATURES = 12
 MIN_WORDS = 5
 
 _WORD_RE = re.compile(r"\w+")
+# The word a lexicon phrase starts with ("don't mention" → don), if it starts with one.
+_LEAD_RE = re.compile(r"\w+(?=\W)")
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？\n]+|$)")
 # Scripts that do not separate words by spaces: a "word" there is a whole clause.
 _UNSPACED_RE = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
@@ -50,23 +55,19 @@ def features(lower: str, lexicon: Lexicon | None = None) -> list[str]:
     """The feature names of one piece of normalised, lower-cased text (with repeats);
     with a ``lexicon``, its concept features too (:meth:`Lexicon.features`)."""
     words = _WORD_RE.findall(lower)
-    out: list[str] = []
-    append = out.append
-    prev = prev_p = ""
-    for w in words:
-        p = w[:5]
-        append(w)
-        if len(w) > 5:
-            append(p + "~")
-        if prev:
-            append(prev + " " + w)
-            append(prev_p + "~ " + p + "~")
-        if not w.isascii() and _UNSPACED_RE.search(w):  # isascii: a cheap no first
-            out.extend(w[i:i + 2] for i in range(len(w) - 1))
-            out.extend(w[i:i + 3] for i in range(len(w) - 2))
-        prev, prev_p = w, p
+    heads = [w[:5] for w in words]
+    # List comprehensions rather than one loop of appends: this runs on every piece of
+    # every text the rules let through, and is most of the model's cost.
+    out = words + [p + "~" for w, p in zip(words, heads, strict=True) if len(w) > 5]
+    out += [a + " " + b for a, b in pairwise(words)]
+    out += [a + "~ " + b + "~" for a, b in pairwise(heads)]
+    if not lower.isascii():
+        for w in words:
+            if not w.isascii() and _UNSPACED_RE.search(w):
+                out.extend(w[i:i + 2] for i in range(len(w) - 1))
+                out.extend(w[i:i + 3] for i in range(len(w) - 2))
     if lexicon is not None:
-        out.extend(lexicon.features(lower, words))
+        out.extend(lexicon.features(lower, words, heads))
     return out
 
 
@@ -76,6 +77,9 @@ _ALPHABETIC_RE = re.compile(r"[^\W\d_]+")
 #: Stems shorter than this match whole words only ("ai", "log"); longer ones are cut to
 #: :data:`_STEM_MAX` letters, so a lookup tries at most a handful of prefix lengths.
 _STEM_MIN, _STEM_MAX = 4, 10
+#: Words whose concepts a lexicon remembers (then it starts again): a bound on memory.
+_MEMO = 1 << 16
+_NONE: frozenset[str] = frozenset()
 
 
 class Lexicon:
@@ -110,40 +114,93 @@ class Lexicon:
         self._words = {k: frozenset(v) for k, v in words.items()}
         self._phrases = {k: frozenset(v) for k, v in phrases.items()}
         self._phrase_firsts = frozenset(k.split(" ")[0] for k in phrases)
-        self._subs = {k: tuple(v) for k, v in subs.items()}
-        self._firsts = frozenset(subs)
+        # The other entries: one that is a single run of word characters can only occur
+        # inside a word (of_word looks for it, once per word); one that starts with a word
+        # ("더 이상", "don't mention", "system:") is looked for in a piece where that word
+        # stands whole (a check per piece for each would be most of the model's cost);
+        # the rest ("<|im_start|>", ".env") in any piece holding its first character.
+        inner: dict[str, list[tuple[str, str]]] = {}
+        spans: dict[str, list[tuple[str, str]]] = {}
+        led: dict[str, list[tuple[str, str]]] = {}
+        for first, needles in subs.items():
+            for needle, name in needles:
+                if _WORD_RE.fullmatch(needle):
+                    inner.setdefault(first, []).append((needle, name))
+                elif lead := _LEAD_RE.match(needle):
+                    led.setdefault(lead.group(0), []).append((needle, name))
+                else:
+                    spans.setdefault(first, []).append((needle, name))
+        self._inner = {k: tuple(v) for k, v in inner.items()}
+        self._inner_firsts = frozenset(inner)
+        self._led = {k: tuple(v) for k, v in led.items()}
+        self._spans = {k: tuple(v) for k, v in spans.items()}
+        self._span_firsts = frozenset(spans)
+        self._memo: dict[str, frozenset[str]] = {}
+
+    def of_word(self, w: str) -> frozenset[str]:
+        """The concepts one word carries: a whole-word entry, a stem it starts with, an
+        entry of another script inside it. Remembered per word (words repeat), up to
+        :data:`_MEMO` of them."""
+        hit = self._memo.get(w)
+        if hit is not None:
+            return hit
+        names: set[str] = set()
+        if w in self._words:
+            names |= self._words[w]
+        for stem, found in self._heads.get(w[:_STEM_MIN], ()):
+            if w.startswith(stem):
+                names |= found
+        for ch in self._inner_firsts.intersection(w):
+            names.update(name for needle, name in self._inner[ch] if needle in w)
+        hit = frozenset(names) if names else _NONE
+        if len(self._memo) >= _MEMO:
+            self._memo.clear()
+        self._memo[w] = hit
+        return hit
 
     def found(self, lower: str, words: list[str] | None = None) -> set[str]:
         """The concepts ``lower`` (one piece; ``words`` are its ``\\w+`` words) mentions."""
         if words is None:
             words = _WORD_RE.findall(lower)
-        hit: set[str] = set()
-        heads, exact, phrases, firsts = self._heads, self._words, self._phrases, self._phrase_firsts
-        prev = ""
-        for w in words:
-            if w in exact:
-                hit |= exact[w]
-            stems = heads.get(w[:_STEM_MIN])
-            if stems:
-                for stem, names in stems:
-                    if w.startswith(stem):
-                        hit |= names
-            p = w[:5]
-            if prev and (c := phrases.get(prev + " " + p)):
-                hit |= c
-            prev = p if p in firsts else ""
-        for ch in self._firsts.intersection(lower):
-            for needle, name in self._subs[ch]:
+        return self._found(lower, words, [w[:5] for w in words], [self.of_word(w) for w in words])
+
+    def _found(self, lower: str, words: list[str], heads: list[str], each: list[frozenset[str]]) -> set[str]:
+        hit: set[str] = set().union(*each)
+        phrases, firsts = self._phrases, self._phrase_firsts
+        hit.update(*[phrases[k] for k in [a + " " + b for a, b in pairwise(heads) if a in firsts]
+                     if k in phrases])
+        led = self._led
+        for w in led.keys() & set(words):
+            for needle, name in led[w]:
+                if name not in hit and needle in lower:
+                    hit.add(name)
+        for ch in self._span_firsts.intersection(lower):
+            for needle, name in self._spans[ch]:
                 if name not in hit and needle in lower:
                     hit.add(name)
         return hit
 
-    def features(self, lower: str, words: list[str] | None = None) -> list[str]:
-        """One feature per concept found (``@void``) and per pair found together
-        (``@instr+@void``): what the model learns about a pair holds in every language."""
-        names = sorted(self.found(lower, words))
+    def features(self, lower: str, words: list[str] | None = None, heads: list[str] | None = None) -> list[str]:
+        """One feature per concept found (``@void``), per pair found together
+        (``@instr+@void``) and per concept word with the word before or after it (their
+        first five letters: ``@void your~``, ``pleas~ @void``). What the model learns
+        about a pair holds in every language the lexicon lists; what it learns about
+        "forget your" holds for "discard your" and every other word of the concept."""
+        if words is None:
+            words = _WORD_RE.findall(lower)
+        if heads is None:
+            heads = [w[:5] for w in words]
+        each = [self.of_word(w) for w in words]
+        names = sorted(self._found(lower, words, heads, each))
         out = ["@" + n for n in names]
         out += [f"@{a}+@{b}" for i, a in enumerate(names) for b in names[i + 1:]]
+        last = len(words) - 1
+        for i, found in enumerate(each):
+            for n in found:
+                if i < last:
+                    out.append(f"@{n} {heads[i + 1]}~")
+                if i:
+                    out.append(f"{heads[i - 1]}~ @{n}")
         return out
 
 
@@ -193,7 +250,7 @@ def discount(p: float, pieces: int) -> float:
     return 1 / (1 + math.exp(-z))
 
 
-def _substantial(piece: str, least_words: int) -> bool:
+def substantial(piece: str, least_words: int) -> bool:
     words = len(piece.split())
     return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
 
@@ -202,16 +259,19 @@ class ThreatModel:
     """Weights by feature name, a bias and the probability at which a text blocks
     (``threshold``)."""
 
-    def __init__(self, weights: dict[str, float], bias: float, threshold: float,
-                 lexicon: Lexicon | None = None) -> None:
-        self.weights, self.bias, self.threshold, self.lexicon = weights, bias, threshold, lexicon
+    def __init__(self, weights: dict[str, int], bias: float, threshold: float,
+                 lexicon: Lexicon | None = None, scale: float = 0.01) -> None:
+        #: Weights are whole numbers of ``scale``: their sum is exact whatever the order of
+        #: the feature set, which changes with the process's hash seed (a float sum
+        #: differed in the last bits from one process to the next).
+        self.weights, self.scale = weights, scale
+        self.bias, self.threshold, self.lexicon = bias, threshold, lexicon
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
         distinct = set(features(lower, self.lexicon))
-        # fsum: exact, so the result does not depend on the set's order, which changes
-        # with the process's hash seed (sum() differed in the last bits between runs).
-        z = self.bias + math.fsum(filter(None, map(self.weights.get, distinct))) / math.sqrt(max(len(distinct), MIN_FEATURES))
+        units = sum(filter(None, map(self.weights.get, distinct)))
+        z = self.bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
         return 1 / (1 + math.exp(-z))
 
     def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
@@ -221,7 +281,7 @@ class ThreatModel:
         best, where, pieces = 0.0, (0, 0), 0
         score = self.score
         for start, end in chunks(lower):
-            if least_words and not _substantial(lower[start:end], least_words):
+            if least_words and not substantial(lower[start:end], least_words):
                 continue
             pieces += 1
             p = score(lower[start:end])
@@ -234,8 +294,8 @@ class ThreatModel:
         get = self.weights.get
         # Ties broken by name: a set's order changes with the process's hash seed, and
         # the evidence named in a finding must not.
-        ranked = sorted(set(features(piece, self.lexicon)), key=lambda f: (-get(f, 0.0), f))
-        return [f for f in ranked[:top] if get(f, 0.0) > 0]
+        ranked = sorted(set(features(piece, self.lexicon)), key=lambda f: (-get(f, 0), f))
+        return [f for f in ranked[:top] if get(f, 0) > 0]
 
 
 @lru_cache(maxsize=2)
@@ -245,11 +305,10 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
     source = Path(path) if path is not None else MODEL_PATH
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
-        scale = float(data["scale"])
-        weights = {f: q * scale for f, q in data["weights"].items()}
+        weights = {f: int(q) for f, q in data["weights"].items()}
         concepts = data.get("concepts")
         return ThreatModel(weights, float(data["bias"]), float(data["threshold"]),
-                           Lexicon(concepts) if concepts else None)
+                           Lexicon(concepts) if concepts else None, float(data["scale"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None
