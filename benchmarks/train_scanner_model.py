@@ -27,8 +27,10 @@ judges pieces, and the attack in a long document is one paragraph of it).
 ``threshold`` is chosen on out-of-fold probabilities (5-fold cross-validation over the
 training texts, each text scored as at scan time: its best piece): the lowest
 probability whose out-of-fold false-positive rate is at most --max-fp on every benign
-source (labelled, long, chat, docs). (A second, lower threshold for texts where a rule
-raised a weak hint came out equal to this one and was dropped.)
+source (labelled, long, chat, docs). The discount of a long text's best piece
+(``piece_discount``, per ln(pieces)) is chosen the same way: of DISCOUNTS, the one whose
+threshold blocks the most out-of-fold attacks. (A second, lower threshold for texts
+where a rule raised a weak hint came out equal to this one and was dropped.)
 
     python benchmarks/train_scanner_model.py [--check] [--refresh-extras]
 """
@@ -55,6 +57,7 @@ from hermes.threat_model import (
     ThreatModel,
     chunks,
     corpus_side,
+    discount,
     features,
     substantial,
 )
@@ -73,6 +76,11 @@ MOMENTUM = 0.9
 QUANT = 100  # weights are stored as integers of 1/QUANT …
 PRUNE = 0.05  # … and weights smaller than this are dropped (in the cross-validation too)
 FOLDS = 5
+#: Piece discounts tried (hermes.threat_model.discount); cross-validation picks one. Not
+#: beyond 1.0: the short texts dominate the out-of-fold block rate, and at 1.5 (which it
+#: picked) an attack paragraph in a 6 KB context file needed odds no paragraph reaches
+#: (test_attacks_stay_blocked_inside_long_documents lost one; gen dev docs 55% -> 49%).
+DISCOUNTS = (0.5, 0.75, 1.0)
 MISSED = float(os.environ.get("SCANNER_MISSED", 3.0))
 #: Long attacks are refitted on their most attack-like piece (see fit); 0 turns it off.
 MIL = os.environ.get("SCANNER_MIL", "1") == "1"
@@ -277,23 +285,37 @@ def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
     return max(t, 0.5)
 
 
-def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, dict]:
+def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict]:
+    """The threshold, the piece discount and the out-of-fold figures."""
     # Stratified, deterministic folds: every FOLDS-th sample of each group.
     fold: dict[int, int] = {}
     seen: Counter[str] = Counter()
     for i, s in enumerate(samples):
         fold[i] = seen[s.group] % FOLDS
         seen[s.group] += 1
-    oof = np.zeros(len(samples))
+    raw = np.zeros(len(samples))
     for k in range(FOLDS):
         weights, bias = fit([s for i, s in enumerate(samples) if fold[i] != k])
-        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT)
+        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT, piece_discount=0.0)
         for i, s in enumerate(samples):
             if fold[i] == k:
-                oof[i] = model.best(s.lower, least_words=MIN_WORDS)[0]  # as at scan time
+                raw[i] = model.best(s.lower, least_words=MIN_WORDS)[0]  # as at scan time, undiscounted
+    pieces = [sum(substantial(s.lower[a:b], MIN_WORDS) for a, b in chunks(s.lower)) for s in samples]
     groups = np.array([s.group for s in samples])
-    alone = max(lowest_threshold(oof[groups == g], max_fp) for g in SHARES)
     attack = groups == "attack"
+
+    def trial(per: float) -> tuple[float, float, np.ndarray]:
+        oof = np.array([discount(p, n, per) for p, n in zip(raw, pieces, strict=True)])
+        t = max(lowest_threshold(oof[groups == g], max_fp) for g in SHARES)
+        print(f"piece discount {per}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.4f}",
+              file=sys.stderr)
+        return float((oof[attack] >= t).mean()), t, oof
+
+    # The discount whose threshold blocks the most out-of-fold attacks (the smallest on a
+    # tie): the long documents' false positives and the short texts' compete for it.
+    tried = {per: trial(per) for per in DISCOUNTS}
+    per = max(DISCOUNTS, key=lambda d: (tried[d][0], -d))
+    _, alone, oof = tried[per]
     report = {"cv_block_rate_alone": round(float((oof[attack] >= alone).mean()), 4)}
     for g in SHARES:
         report[f"cv_false_positive_rate_{g}"] = round(float((oof[groups == g] >= alone).mean()), 4)
@@ -304,7 +326,7 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, dict]:
         t = max(lowest_threshold(oof[groups == g], budget) for g in SHARES)
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
-    return round(alone, 3), report
+    return round(alone, 3), per, report
 
 
 def main() -> int:
@@ -317,14 +339,14 @@ def main() -> int:
     if args.refresh_extras:
         refresh_extras()
     samples = load_samples()
-    alone, report = thresholds(samples, args.max_fp)
+    alone, per, report = thresholds(samples, args.max_fp)
     weights, bias = fit(samples)
     kept = dict(sorted(weights.items()))
     counts = Counter(s.group for s in samples)
     sources = ["tests/data/scanner/tune.jsonl", "tests/data/scanner/gen/*.jsonl (train side)",
                "benchmarks/recall_corpus/sessions.jsonl", "tests/data/scanner/benign_extra.jsonl"]
     data = {"format": 2, "trained_on": sources, "texts": dict(sorted(counts.items())),
-            "threshold": alone, **report,
+            "threshold": alone, "piece_discount": per, **report,
             "bias": round(bias, 4), "scale": 1 / QUANT, "concepts": LEXICON.concepts, "weights": kept}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False) + "\n"
     if args.check:
@@ -332,7 +354,7 @@ def main() -> int:
         print("up to date" if same else f"{MODEL_PATH} is stale: run benchmarks/train_scanner_model.py")
         return 0 if same else 1
     args.out.write_text(text, encoding="utf-8")
-    print(json.dumps({"features": len(kept), "bytes": len(text.encode()), "threshold": alone,
+    print(json.dumps({"features": len(kept), "bytes": len(text.encode()), "threshold": alone, "piece_discount": per,
                       "texts": dict(counts), **report}))
     return 0
 

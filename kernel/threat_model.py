@@ -238,15 +238,17 @@ def corpus_side(text: str) -> str:
 
 
 #: A long text is many pieces, so many chances for one of them to look like an attack
-#: by accident: the best piece's log-odds are lowered by PIECE_DISCOUNT * ln(pieces).
+#: by accident: the best piece's log-odds are lowered by ``per`` * ln(pieces), ``per``
+#: chosen by cross-validation when the model is trained (``piece_discount`` in the
+#: model file; this is the value for a file without one).
 PIECE_DISCOUNT = 0.5
 
 
-def discount(p: float, pieces: int) -> float:
+def discount(p: float, pieces: int, per: float = PIECE_DISCOUNT) -> float:
     """``p``, the best of ``pieces`` probabilities, discounted for the number of tries."""
     if pieces <= 1 or p <= 0.0 or p >= 1.0:
         return p
-    z = math.log(p / (1 - p)) - PIECE_DISCOUNT * math.log(pieces)
+    z = math.log(p / (1 - p)) - per * math.log(pieces)
     return 1 / (1 + math.exp(-z))
 
 
@@ -260,12 +262,14 @@ class ThreatModel:
     (``threshold``)."""
 
     def __init__(self, weights: dict[str, int], bias: float, threshold: float,
-                 lexicon: Lexicon | None = None, scale: float = 0.01) -> None:
+                 lexicon: Lexicon | None = None, scale: float = 0.01,
+                 piece_discount: float = PIECE_DISCOUNT) -> None:
         #: Weights are whole numbers of ``scale``: their sum is exact whatever the order of
         #: the feature set, which changes with the process's hash seed (a float sum
         #: differed in the last bits from one process to the next).
         self.weights, self.scale = weights, scale
         self.bias, self.threshold, self.lexicon = bias, threshold, lexicon
+        self.piece_discount = piece_discount
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
@@ -287,7 +291,7 @@ class ThreatModel:
             p = score(lower[start:end])
             if p > best:
                 best, where = p, (start, end)
-        return discount(best, pieces), where
+        return discount(best, pieces, self.piece_discount), where
 
     def evidence(self, piece: str, top: int = 4) -> list[str]:
         """The features of ``piece`` that pushed hardest towards "attack"."""
@@ -308,7 +312,8 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         weights = {f: int(q) for f, q in data["weights"].items()}
         concepts = data.get("concepts")
         return ThreatModel(weights, float(data["bias"]), float(data["threshold"]),
-                           Lexicon(concepts) if concepts else None, float(data["scale"]))
+                           Lexicon(concepts) if concepts else None, float(data["scale"]),
+                           float(data.get("piece_discount", PIECE_DISCOUNT)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None

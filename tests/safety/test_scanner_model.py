@@ -178,8 +178,8 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-MODEL_ADDS = 75  # measured 85 attacks …
-MODEL_FALSE = 8  # … for 5 benign texts
+MODEL_ADDS = 450  # measured 496 attacks (85 before the second training batch) …
+MODEL_FALSE = 10  # … for 5 benign texts (5 before)
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
@@ -193,7 +193,7 @@ def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece(
     p, (start, end) = model.best(doc, least_words=MIN_WORDS)
     assert attack.lower().strip()[:40] in doc[start:end] and end - start <= 400
     pieces = sum(1 for a, b in chunks(doc) if len(doc[a:b].split()) >= MIN_WORDS)
-    assert pieces > 10 and p == pytest.approx(discount(model.score(doc[start:end]), pieces))
+    assert pieces > 10 and p == pytest.approx(discount(model.score(doc[start:end]), pieces, model.piece_discount))
     assert p >= model.threshold and scan_for_threats(padding + "\n\n" + attack + "\n\n" + padding)
 
 
