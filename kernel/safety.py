@@ -276,8 +276,13 @@ class ThreatRule:
         if not self.flags & re.IGNORECASE or any(p and "(?-i" in p for p in parts):
             return None
         flags = self.flags & ~re.IGNORECASE
-        inner, unless = (self._compiled(lambda p=p: re.compile(_lower_pattern(p), flags)) if p else None
-                         for p in parts[1:])
+
+        def lowered(expression: str | None) -> re.Pattern[str] | None:
+            if not expression:
+                return None
+            return self._compiled(lambda: re.compile(_lower_pattern(expression), flags))
+
+        inner, unless = lowered(self.inner), lowered(self.unless)
         pattern = self._compiled(lambda: _with_first_chars(_lower_pattern(self.pattern), flags))
         return pattern, inner, unless
 
@@ -671,6 +676,50 @@ def _fold(literal: str) -> str:
     return unicodedata.normalize("NFKC", literal).translate(_CONFUSABLES)
 
 
+def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], source: str) -> ThreatRule:
+    """One rule of a rules file's ``rules`` list; raises :class:`RuleError`."""
+    where = f"{source}: rule {item.get('id', i) if isinstance(item, dict) else i}"
+    if not isinstance(item, dict) or "id" not in item or "pattern" not in item:
+        raise RuleError(f"{where}: each rule needs at least 'id' and 'pattern'")
+    rid = str(item["id"])
+    scopes = item.get("scopes", "all")
+    scope_set = frozenset(SCOPES) if scopes == "all" else frozenset(SCOPE_ALIASES.get(s, s) for s in scopes)
+    if not scope_set <= set(SCOPES):
+        raise RuleError(f"{where}: unknown scope(s) {sorted(scope_set - set(SCOPES))}; use {', '.join(SCOPES)}")
+    kind = str(item.get("kind", "other"))
+    flags = 0 if item.get("case") == "sensitive" else re.IGNORECASE
+    if item.get("dotall"):
+        flags |= re.DOTALL
+    rule = ThreatRule(
+        id=rid,
+        kind=kind,
+        description=str(item.get("description") or kinds.get(kind, rid)),
+        pattern=_expand(str(item["pattern"]), defs, where),
+        scopes=scope_set,
+        weight=float(item.get("weight", 1.0)),
+        inner=_expand(str(item["inner"]), defs, where) if item.get("inner") else None,
+        unless=_expand(str(item["unless"]), defs, where) if item.get("unless") else None,
+        negatable=bool(item.get("negatable", False)),
+        any=frozenset(_trigger(str(t)) for t in item.get("any") or ()),
+        also=frozenset(_trigger(str(t)) for t in item.get("also") or ()),
+        flags=flags,
+        window=int(item.get("window", 0)),
+        unless_window=int(item.get("unless_window", 0)),
+        reach=int(item.get("reach", 200)),
+        pair=int(item.get("pair", 0)),
+        source=source,
+    )
+    # Compiling waits for the first use (ThreatRule._compiled); an unbalanced
+    # parenthesis, the commonest slip, is caught now at little cost.
+    for part in (rule.pattern, rule.inner, rule.unless):
+        if part and _unbalanced(part):
+            try:
+                re.compile(part, rule.flags)
+            except re.error as exc:
+                raise RuleError(f"{where}: bad regular expression: {exc}") from None
+    return rule
+
+
 def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
     """A :class:`RuleSet` from the parsed YAML of a rules file; raises :class:`RuleError`."""
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
@@ -680,51 +729,13 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
     for name in list(defs):
         defs[name] = _expand(defs[name], defs, f"{source}: defs.{name}")
     kinds = {str(k): str(v) for k, v in (data.get("kinds") or {}).items()}
-    rules = []
+    rules: list[ThreatRule] = []
     seen: set[str] = set()
     for i, item in enumerate(data["rules"]):
-        where = f"{source}: rule {item.get('id', i) if isinstance(item, dict) else i}"
-        if not isinstance(item, dict) or "id" not in item or "pattern" not in item:
-            raise RuleError(f"{where}: each rule needs at least 'id' and 'pattern'")
-        rid = str(item["id"])
-        if rid in seen:
-            raise RuleError(f"{where}: duplicate id")
-        seen.add(rid)
-        scopes = item.get("scopes", "all")
-        scope_set = frozenset(SCOPES) if scopes == "all" else frozenset(SCOPE_ALIASES.get(s, s) for s in scopes)
-        if not scope_set <= set(SCOPES):
-            raise RuleError(f"{where}: unknown scope(s) {sorted(scope_set - set(SCOPES))}; use {', '.join(SCOPES)}")
-        kind = str(item.get("kind", "other"))
-        flags = 0 if item.get("case") == "sensitive" else re.IGNORECASE
-        if item.get("dotall"):
-            flags |= re.DOTALL
-        rule = ThreatRule(
-            id=rid,
-            kind=kind,
-            description=str(item.get("description") or kinds.get(kind, rid)),
-            pattern=_expand(str(item["pattern"]), defs, where),
-            scopes=scope_set,
-            weight=float(item.get("weight", 1.0)),
-            inner=_expand(str(item["inner"]), defs, where) if item.get("inner") else None,
-            unless=_expand(str(item["unless"]), defs, where) if item.get("unless") else None,
-            negatable=bool(item.get("negatable", False)),
-            any=frozenset(_trigger(str(t)) for t in item.get("any") or ()),
-            also=frozenset(_trigger(str(t)) for t in item.get("also") or ()),
-            flags=flags,
-            window=int(item.get("window", 0)),
-            unless_window=int(item.get("unless_window", 0)),
-            reach=int(item.get("reach", 200)),
-            pair=int(item.get("pair", 0)),
-            source=source,
-        )
-        # Compiling waits for the first use (ThreatRule._compiled); an unbalanced
-        # parenthesis, the commonest slip, is caught now at little cost.
-        for part in (rule.pattern, rule.inner, rule.unless):
-            if part and _unbalanced(part):
-                try:
-                    re.compile(part, rule.flags)
-                except re.error as exc:
-                    raise RuleError(f"{where}: bad regular expression: {exc}") from None
+        rule = _parse_rule(item, i, defs, kinds, source)
+        if rule.id in seen:
+            raise RuleError(f"{source}: rule {rule.id}: duplicate id")
+        seen.add(rule.id)
         rules.append(rule)
     quoted = data.get("quoted") or {}
     try:
@@ -737,8 +748,9 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
 
 @lru_cache(maxsize=4)
 def load_rules(path: str | Path | None = None) -> RuleSet:
-    """The rules of ``path`` (default: the packaged ``threat_rules.yaml``), parsed and
-    compiled once per process — the rules are immutable data, so a cache is safe."""
+    """The rules of ``path`` (default: the packaged ``threat_rules.yaml``), parsed once
+    per process (each expression compiles on its first use) — the rules are immutable
+    data, so a cache is safe."""
     import yaml  # only a scan needs it; keeps `import hermes` cheap
 
     source = Path(path) if path is not None else RULES_PATH
