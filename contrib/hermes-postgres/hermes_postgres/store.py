@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import random
@@ -87,9 +88,6 @@ PREV_WEIGHT = 0.8
 CONTEXT_WEIGHT = 0.65
 RANK_NORMALIZATION = 1
 _CONTEXT_CHARS = 200
-#: A tool-call id every JSON encoder writes as it is between quotes (no escapes): then
-#: ``"id"`` with its quotes is what a call's text holds, and ``c3`` does not match ``c30``.
-_PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 
 # -- the write path ------------------------------------------------------------------------
 #: Creates a missing session and counts the messages being added; its row lock orders
@@ -824,10 +822,11 @@ class PostgresSessionStore(hermes.SessionStore):
         """The tool a nameless result answers: the name in the earlier assistant call
         with its ``tool_call_id`` (OpenAI-format imports carry only the id), however far
         back. The walk goes backwards along the session's index (``messages_session``)
-        and the server returns only calls whose text holds the id (quoted when that is
-        exact), usually just the one; the JSON is read here, where text that is not JSON
-        cannot fail the search."""
-        needle = f'"{call_id}"' if _PLAIN_CALL_ID.fullmatch(call_id) else call_id
+        and the server returns only calls whose text holds the id as the store's encoder
+        (:func:`hermes.encode_json`) writes it, quoted and escaped, so ``c3`` does not match
+        ``c30`` and an id with quotes or backslashes is still found; the JSON is read here,
+        where text that is not JSON cannot fail the search."""
+        needle = json.dumps(call_id, ensure_ascii=False)
         for row in conn.execute(
                 "SELECT tool_calls FROM messages WHERE session_id = %s AND id < %s AND role = 'assistant' "
                 "AND strpos(tool_calls, %s) > 0 ORDER BY id DESC", (hit["session_id"], hit["id"], needle)):

@@ -534,6 +534,18 @@ class SessionStoreConformance:
         assert [(h["id"], h["tool_name"]) for h in store.search_messages("wombat")] == [(near, "terminal")]
         assert store.get_messages(sid)[-1]["tool_name"] is None  # the stored row is left as written
 
+    def test_a_nameless_tool_result_is_named_whatever_its_call_id_holds(self, store: Any) -> None:
+        # An id is any string: quotes, backslashes and non-ASCII text are escaped or kept
+        # when the call is stored as JSON, and the id must still be found.
+        sid = store.create_session(started_at=T0)
+        odd = ['call "7" \\ x', "调用-ü", "c 1/2"]
+        store.append_messages(sid, [{"role": "assistant", "content": "", "tool_calls": [_call(f"tool_{i}", {}, cid)]}
+                                    for i, cid in enumerate(odd)])
+        store.append_messages(sid, [{"role": "tool", "content": f"okapi result {i}", "tool_call_id": cid}
+                                    for i, cid in enumerate(odd)])
+        named = {h["snippet"].split()[-1]: h["tool_name"] for h in store.search_messages("okapi")}
+        assert named == {"0": "tool_0", "1": "tool_1", "2": "tool_2"}, named
+
     def test_search_filters(self, store: Any) -> None:
         a = self._session_with(store, ["walrus on telegram"], source="telegram", start=T0)
         b = self._session_with(store, ["walrus on the cli"], source="cli", start=T0 + 100)
