@@ -31,7 +31,7 @@ PER_SESSION = 500
 
 def _fill(dsn: str, messages: int) -> None:
     """A version-1 schema holding ``messages`` messages (sessions of 500)."""
-    pgschema.SCHEMA_VERSION = 1  # this process only: create the schema as v1 had it
+    current, pgschema.SCHEMA_VERSION = pgschema.SCHEMA_VERSION, 1  # this process only: create it as v1 had it
     store = PostgresSessionStore(dsn, user="bench", schema=SCHEMA, pool_max=1)
     try:
         for j in range(max(1, messages // PER_SESSION)):
@@ -42,7 +42,7 @@ def _fill(dsn: str, messages: int) -> None:
                 for i in range(PER_SESSION)])
     finally:
         store.close()
-        pgschema.SCHEMA_VERSION = 2
+        pgschema.SCHEMA_VERSION = current
 
 
 def _state(conn: Any, step: str, seconds: float | None) -> dict[str, Any]:
