@@ -468,29 +468,27 @@ def _lower_pattern(pattern: str) -> str:
 def _first_chars(items: Any) -> tuple[set[str], bool] | None:
     """The characters a parsed expression's match can begin with (as character-class
     fragments) and whether it can match empty; ``None`` when that is not simple to say."""
-    from re import _constants as c  # type: ignore[attr-defined]
-
-    categories = {c.CATEGORY_DIGIT: "\\d", c.CATEGORY_NOT_DIGIT: "\\D", c.CATEGORY_SPACE: "\\s",
-                  c.CATEGORY_NOT_SPACE: "\\S", c.CATEGORY_WORD: "\\w", c.CATEGORY_NOT_WORD: "\\W"}
+    categories = {_sre_c.CATEGORY_DIGIT: "\\d", _sre_c.CATEGORY_NOT_DIGIT: "\\D", _sre_c.CATEGORY_SPACE: "\\s",
+                  _sre_c.CATEGORY_NOT_SPACE: "\\S", _sre_c.CATEGORY_WORD: "\\w", _sre_c.CATEGORY_NOT_WORD: "\\W"}
     found: set[str] = set()
     for op, av in items:
-        if op is c.LITERAL:
+        if op is _sre_c.LITERAL:
             found.add(re.escape(chr(av)))
             return found, False
-        if op is c.IN:
+        if op is _sre_c.IN:
             for item_op, item in av:
-                if item_op is c.LITERAL:
+                if item_op is _sre_c.LITERAL:
                     found.add(re.escape(chr(item)))
-                elif item_op is c.RANGE:
+                elif item_op is _sre_c.RANGE:
                     found.add(f"{re.escape(chr(item[0]))}-{re.escape(chr(item[1]))}")
-                elif item_op is c.CATEGORY and item in categories:
+                elif item_op is _sre_c.CATEGORY and item in categories:
                     found.add(categories[item])
                 else:  # a negated class, or a category of another kind
                     return None
             return found, False
-        if op in (c.AT, c.ASSERT, c.ASSERT_NOT):
+        if op in (_sre_c.AT, _sre_c.ASSERT, _sre_c.ASSERT_NOT):
             continue  # zero-width: the next item begins the match
-        if op is c.BRANCH:
+        if op is _sre_c.BRANCH:
             empty = False
             for alternative in av[1]:
                 sub = _first_chars(alternative)
@@ -498,13 +496,13 @@ def _first_chars(items: Any) -> tuple[set[str], bool] | None:
                     return None
                 found |= sub[0]
                 empty = empty or sub[1]
-        elif op is c.SUBPATTERN and not av[1] and not av[2]:  # a group that sets no flags
+        elif op is _sre_c.SUBPATTERN and not av[1] and not av[2]:  # a group that sets no flags
             sub = _first_chars(av[3])
             if sub is None:
                 return None
             found |= sub[0]
             empty = sub[1]
-        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+        elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT):
             sub = _first_chars(av[2])
             if sub is None:
                 return None
@@ -552,7 +550,6 @@ def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, 
     expression's ``pattern`` is ``wrapped``, which matches the same."""
     import _sre  # type: ignore[import-not-found]
     from re import _compiler as rc  # type: ignore[attr-defined]
-    from re import _constants as c  # type: ignore[attr-defined]
     from re import _parser as p  # type: ignore[attr-defined]
 
     state, flags = parsed.state, int(flags)
@@ -560,15 +557,15 @@ def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, 
     def tree(seq: Any) -> Any:
         out = []
         for op, av in seq:
-            if op is c.BRANCH:
+            if op is _sre_c.BRANCH:
                 av = (av[0], [tree(alternative) for alternative in av[1]])
-            elif op is c.SUBPATTERN:
+            elif op is _sre_c.SUBPATTERN:
                 av = (*av[:3], tree(av[3]))
-            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT):
                 av = (av[0], av[1], tree(av[2]))
-            elif op in (c.ASSERT, c.ASSERT_NOT):
+            elif op in (_sre_c.ASSERT, _sre_c.ASSERT_NOT):
                 av = (av[0], tree(av[1]))
-            elif op is c.ATOMIC_GROUP:
+            elif op is _sre_c.ATOMIC_GROUP:
                 av = tree(av)
             out.append((op, av))
         return p.SubPattern(state, out)
