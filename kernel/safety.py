@@ -1083,10 +1083,12 @@ def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = Tr
     return out
 
 
-def _layers(normalized: str, lower: str) -> Iterator[tuple[str, str, tuple[int, int] | None]]:
+def _layers(normalized: str, lower: str, *, backwards: bool = True) -> Iterator[tuple[str, str, tuple[int, int] | None]]:
     yield from _decoded_layers(normalized)
-    # Reversed text is scanned whole; its words are the text's words reversed.
-    yield "reversed", normalized[::-1], None
+    # Reversed text is scanned whole; its words are the text's words reversed (not
+    # built at all when the caller knows no rule can fire on it).
+    if backwards:
+        yield "reversed", normalized[::-1], None
     if "rot13" in lower or "rot-13" in lower or "rot 13" in lower:
         yield "rot13", codecs.encode(normalized, "rot13"), None
 
@@ -1194,13 +1196,11 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         keep(rule, span, excerpt, "text", "text", raw_span(span))
     # The reversed text is searched by the rules of the word triggers it holds, which
     # are the text's words reversed: when none reversed is a trigger, it is skipped
-    # without lower-casing and splitting it again. (Lower-casing commutes with reversing
-    # unless it changes a length or sees a word's end: "İ", the final "Σ".)
+    # without reversing, lower-casing and splitting it. (Lower-casing commutes with
+    # reversing unless it changes a length or sees a word's end: "İ", the final "Σ".)
     skip_reversed = len(lower) == len(normalized) and "Σ" not in normalized and ruleset.reversed_words.isdisjoint(words)
-    for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower)):
+    for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower, backwards=not skip_reversed)):
         reverse = layer == "reversed"
-        if reverse and skip_reversed:
-            continue
         decoded_norm = decoded if reverse else normalize_for_scan(decoded)  # reversed: normalised already
         for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
             where: tuple[int, int] | None
