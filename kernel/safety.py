@@ -376,9 +376,8 @@ class RuleSet:
             per_scope[scope] = {t: tuple(v) for t, v in index.items()}
         every = {t for r in self.rules for t in r.any | r.also}
         words = frozenset(t for t in every if _is_word(t))
-        # Substring needles grouped by their first character: a text only pays for the
-        # needles that start with a character it contains. Each is marked 0 (ASCII only),
-        # 1 (no ASCII) or 2 (both) for ``triggered``.
+        # Substring needles grouped by their first character, each marked 0 (ASCII only),
+        # 1 (no ASCII) or 2 (both); ``_automaton`` looks for all of them at once.
         subs: dict[str, list[tuple[str, str, int]]] = {}
         for t in sorted(every):
             if not _is_word(t):
@@ -387,23 +386,46 @@ class RuleSet:
                 subs.setdefault(needle[0], []).append((t, needle, kind))
         return per_scope, words, {c: tuple(v) for c, v in subs.items()}
 
+    @cached_property
+    def _automaton(self) -> Any:
+        # One Aho–Corasick automaton over every substring needle, built on first use:
+        # one pass over a text finds them all with their places, where a ``str.find`` per
+        # needle (~900 of them) cost as much as the rules' expressions.
+        import ahocorasick  # C extension; imported here so that importing hermes stays cheap
+
+        keys: dict[str, list[str]] = {}
+        for group in self._index[2].values():
+            for key, needle, _ in group:
+                keys.setdefault(needle, []).append(key)
+        automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
+        # Each needle's value: (its length - 1, its number); the number leads to the keys
+        # that share the needle (a trailing NUL in a key marks a variant of the same text).
+        for n, needle in enumerate(keys):
+            automaton.add_word(needle, (len(needle) - 1, n))
+        automaton.make_automaton()
+        return automaton, tuple(tuple(same) for same in keys.values())
+
+    def substring_places(self, text_lower: str) -> dict[str, list[int] | None]:
+        """Every substring trigger found in a lower-cased text -> where it starts (every
+        place, overlapping ones too, in order), ``None`` past :data:`_MAX_PLACES` places."""
+        automaton, keys = self._automaton
+        if not keys:
+            return {}
+        found: dict[int, list[int]] = {}
+        get = found.get
+        for end, (back, n) in automaton.iter(text_lower):
+            at = get(n)
+            if at is None:
+                found[n] = [end - back]
+            elif len(at) <= _MAX_PLACES:  # one past the limit is enough to say "too many"
+                at.append(end - back)
+        return {key: None if len(at) > _MAX_PLACES else at for n, at in found.items() for key in keys[n]}
+
     def triggered(self, text_lower: str, words: Iterable[str], substrings: bool = True) -> set[str]:
         """The triggers (words and substrings) present in a lower-cased text."""
-        _, word_triggers, subs = self._index
-        hits = set(word_triggers.intersection(words))
-        if not substrings:
-            return hits
-        firsts = subs.keys() & set(text_lower)
-        if text_lower.isascii():
-            hits.update([key for first in firsts for key, needle, _ in subs[first] if needle in text_lower])
-            return hits
-        # One non-ASCII character makes every character of a str 2 or 4 bytes wide, and
-        # ``in`` several times slower. A needle of ASCII only lies inside a run of ASCII,
-        # one without ASCII inside a run of the other characters: each is looked for in
-        # its runs (joined by NUL, which no needle holds), a narrower or shorter string.
-        strings = ("\x00".join(_NON_ASCII_RE.split(text_lower)),
-                   "\x00".join(_NON_ASCII_RE.findall(text_lower)), text_lower)
-        hits.update([key for first in firsts for key, needle, kind in subs[first] if needle in strings[kind]])
+        hits = set(self._index[1].intersection(words))
+        if substrings:
+            hits.update(self.substring_places(text_lower))
         return hits
 
     def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
@@ -951,10 +973,13 @@ def _resolve_scope(scope: str) -> str:
 _MAX_PLACES = 40
 
 
-def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int] | None]:
+def _trigger_positions(lower: str, hits: set[str],
+                       substring_places: dict[str, list[int] | None] | None = None) -> dict[str, list[int] | None]:
     """Where each trigger in ``hits`` occurs in ``lower`` (word triggers only where
     they stand as whole words); ``None`` for a trigger found more than
-    :data:`_MAX_PLACES` times."""
+    :data:`_MAX_PLACES` times. ``substring_places`` is
+    :meth:`RuleSet.substring_places` of ``lower`` when the caller has it (the scan
+    does); without it each substring trigger is looked for on its own."""
     positions: dict[str, list[int] | None] = {}
     words = {key for key in hits if _is_word(key)}
     if words:
@@ -968,6 +993,9 @@ def _trigger_positions(lower: str, hits: set[str]) -> dict[str, list[int] | None
             if at is not None:
                 at.append(m.start())
         positions.update((key, None if len(at) > _MAX_PLACES else at) for key, at in found.items())
+    if substring_places is not None:
+        positions.update((key, substring_places[key]) for key in hits - words)
+        return positions
     for key in hits - words:
         needle = key.rstrip("\x00")
         places: list[int] = []
@@ -1059,11 +1087,13 @@ def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = Tr
     ``lower`` and ``words`` are ``text.lower()`` and its words, when the caller has them."""
     lower = text.lower() if lower is None else lower
     words = _WORD_RE.findall(lower) if words is None else words
-    hits = rules.triggered(lower, words, substrings)
+    places = rules.substring_places(lower) if substrings else {}  # one pass for every substring trigger
+    hits = rules.triggered(lower, words, substrings=False)
+    hits.update(places)
     candidates = rules.candidates(scope, hits)
     long_text = len(text) > _WHOLE_TEXT
     paired = len(text) > _PAIR_TEXT
-    positions = _trigger_positions(lower, hits) if candidates and (long_text or paired and any(r.pair for r in candidates)) else {}
+    positions = _trigger_positions(lower, hits, places) if candidates and (long_text or paired and any(r.pair for r in candidates)) else {}
     out = []
     same = lower if len(lower) == len(text) else None  # lower() can lengthen a few letters
     for rule in candidates:
