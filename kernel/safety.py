@@ -391,7 +391,8 @@ class RuleSet:
         # One Aho–Corasick automaton over every substring needle, built on first use:
         # one pass over a text finds them all with their places, where a ``str.find`` per
         # needle (~900 of them) cost as much as the rules' expressions.
-        import ahocorasick  # C extension; imported here so that importing hermes stays cheap
+        # A C extension without type stubs; imported here so that importing hermes stays cheap.
+        import ahocorasick  # type: ignore[import-not-found]
 
         keys: dict[str, list[str]] = {}
         for group in self._index[2].values():
