@@ -46,7 +46,7 @@ def test_package_dirs_and_entry_points():
 
 #: Import name of each declared runtime dependency (where it differs from the name).
 IMPORT_NAMES = {"pyyaml": "yaml", "importlib-metadata": "importlib_metadata",
-                "python-dotenv": "dotenv"}
+                "python-dotenv": "dotenv", "pyahocorasick": "ahocorasick"}
 
 
 def test_every_declared_dependency_is_used_and_every_used_one_declared():
