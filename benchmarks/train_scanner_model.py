@@ -294,13 +294,13 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
         fold[i] = seen[s.group] % FOLDS
         seen[s.group] += 1
     raw = np.zeros(len(samples))
+    pieces = [0] * len(samples)
     for k in range(FOLDS):
         weights, bias = fit([s for i, s in enumerate(samples) if fold[i] != k])
-        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT, piece_discount=0.0)
+        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT)
         for i, s in enumerate(samples):
-            if fold[i] == k:
-                raw[i] = model.best(s.lower, least_words=MIN_WORDS)[0]  # as at scan time, undiscounted
-    pieces = [sum(substantial(s.lower[a:b], MIN_WORDS) for a, b in chunks(s.lower)) for s in samples]
+            if fold[i] == k:  # as at scan time, before the discount tried below
+                raw[i], _, pieces[i] = model.best_piece(s.lower, least_words=MIN_WORDS)
     groups = np.array([s.group for s in samples])
     attack = groups == "attack"
 

@@ -279,9 +279,15 @@ class ThreatModel:
         return 1 / (1 + math.exp(-z))
 
     def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
-        """The highest-scoring piece of ``lower``: its probability and span. With
-        ``least_words``, only pieces of at least that many words count (a piece of
-        unspaced script, three characters a word)."""
+        """The highest-scoring piece of ``lower``: its probability (discounted for the
+        number of pieces) and span. With ``least_words``, only pieces of at least that
+        many words count (a piece of unspaced script, three characters a word)."""
+        p, where, pieces = self.best_piece(lower, least_words=least_words)
+        return discount(p, pieces, self.piece_discount), where
+
+    def best_piece(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int], int]:
+        """What :meth:`best` discounts: the best piece's own probability, its span and
+        how many pieces were scored (the trainer tries discounts on these)."""
         best, where, pieces = 0.0, (0, 0), 0
         score = self.score
         for start, end in chunks(lower):
@@ -291,7 +297,7 @@ class ThreatModel:
             p = score(lower[start:end])
             if p > best:
                 best, where = p, (start, end)
-        return discount(best, pieces, self.piece_discount), where
+        return best, where, pieces
 
     def evidence(self, piece: str, top: int = 4) -> list[str]:
         """The features of ``piece`` that pushed hardest towards "attack"."""
