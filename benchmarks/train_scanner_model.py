@@ -27,7 +27,7 @@ judges pieces, and the attack in a long document is one paragraph of it).
 ``threshold`` is chosen on out-of-fold probabilities (5-fold cross-validation over the
 training texts, each text scored as at scan time: its best piece): the lowest
 probability whose out-of-fold false-positive rate is at most --max-fp on every benign
-source (labelled, long, chat, docs). The discount of a long text's best piece
+source (the labelled texts and long documents together, chat, docs). The discount of a long text's best piece
 (``piece_discount``, per ln(pieces)) is chosen the same way: of DISCOUNTS, the one whose
 threshold blocks the most out-of-fold attacks. (A second, lower threshold for texts
 where a rule raised a weak hint came out equal to this one and was dropped.)
@@ -306,7 +306,10 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
 
     def trial(per: float) -> tuple[float, float, np.ndarray]:
         oof = np.array([discount(p, n, per) for p, n in zip(raw, pieces, strict=True)])
-        t = max(lowest_threshold(oof[groups == g], max_fp) for g in SHARES)
+        # The long labelled documents share the labelled texts' budget: alone, 509 of them
+        # allowed two false positives, so the threshold hung on the third-highest one.
+        pooled = np.where(groups == "long", "labelled", groups)
+        t = max(lowest_threshold(oof[pooled == g], max_fp) for g in SHARES if g != "long")
         print(f"piece discount {per}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.4f}",
               file=sys.stderr)
         return float((oof[attack] >= t).mean()), t, oof

@@ -142,10 +142,11 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path) -> None:
 #: ground on text nobody tuned for fails. fresh3/fresh4 were written from the issue text
 #: alone (46.9% / 6.2% and 55.8% / 9.2% before stop 12's scanner); the second training
 #: batch was written knowing their weak kinds, so they are validation sets now. fresh5/
-#: fresh6 were written from the issue text alone after that, measured once at the start
-#: of stop 13 (58.5% / 3.5% and 48.5% / 3.0%) and once at its end (the floors).
-UNSEEN_FLOORS = {"fresh2": (0.85, 0.022), "fresh3": (0.80, 0.025), "fresh4": (0.85, 0.042),
-                 "fresh5": (0.67, 0.030), "fresh6": (0.57, 0.030)}
+#: fresh6 were written from the issue text alone after that, measured at the start
+#: of stop 13 (58.5% / 3.5% and 48.5% / 3.0%), after the second training batch (67.5% /
+#: 3.0%, 57.5% / 3.0%) and after the third, at its end (71.5% / 3.5%, 60.0% / 3.0%: the floors).
+UNSEEN_FLOORS = {"fresh2": (0.86, 0.022), "fresh3": (0.81, 0.025), "fresh4": (0.86, 0.042),
+                 "fresh5": (0.71, 0.035), "fresh6": (0.60, 0.030)}
 
 
 @pytest.mark.parametrize("name", sorted(UNSEEN_FLOORS))
@@ -182,8 +183,8 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-MODEL_ADDS = 450  # measured 496 attacks (85 before the second training batch) …
-MODEL_FALSE = 10  # … for 5 benign texts (5 before)
+MODEL_ADDS = 700  # measured 748 attacks (496 after the second training batch, 85 before it) …
+MODEL_FALSE = 16  # … for 14 benign texts (5 after the second batch)
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
