@@ -363,10 +363,9 @@ class RuleSet:
         return {r.id: i for i, r in enumerate(self.rules)}
 
     @cached_property
-    def _index(self) -> tuple[dict[str, dict[str, tuple[int, ...]]], frozenset[str],
-                              dict[str, tuple[tuple[str, str, int], ...]]]:
+    def _index(self) -> tuple[dict[str, dict[str, tuple[int, ...]]], frozenset[str], tuple[tuple[str, str], ...]]:
         # Per scope, trigger -> indexes of the rules listing it (under ``any``); the set
-        # of word triggers; and the substring triggers as (key, needle, kind).
+        # of word triggers; and the substring triggers as (key, needle) pairs.
         per_scope: dict[str, dict[str, tuple[int, ...]]] = {}
         for scope, rules in self.by_scope.items():
             index: dict[str, list[int]] = {}
@@ -376,15 +375,10 @@ class RuleSet:
             per_scope[scope] = {t: tuple(v) for t, v in index.items()}
         every = {t for r in self.rules for t in r.any | r.also}
         words = frozenset(t for t in every if _is_word(t))
-        # Substring needles grouped by their first character, each marked 0 (ASCII only),
-        # 1 (no ASCII) or 2 (both); ``_automaton`` looks for all of them at once.
-        subs: dict[str, list[tuple[str, str, int]]] = {}
-        for t in sorted(every):
-            if not _is_word(t):
-                needle = t.rstrip("\x00")
-                kind = 0 if needle.isascii() else 1 if _NON_ASCII_RE.fullmatch(needle) else 2
-                subs.setdefault(needle[0], []).append((t, needle, kind))
-        return per_scope, words, {c: tuple(v) for c, v in subs.items()}
+        # ``_automaton`` looks for all the substring needles at once (a trailing NUL in a
+        # key marks a variant of the same needle text).
+        subs = tuple((t, t.rstrip("\x00")) for t in sorted(every) if not _is_word(t))
+        return per_scope, words, subs
 
     @cached_property
     def _automaton(self) -> Any:
@@ -395,9 +389,8 @@ class RuleSet:
         import ahocorasick  # type: ignore[import-not-found]
 
         keys: dict[str, list[str]] = {}
-        for group in self._index[2].values():
-            for key, needle, _ in group:
-                keys.setdefault(needle, []).append(key)
+        for key, needle in self._index[2]:
+            keys.setdefault(needle, []).append(key)
         automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
         # Each needle's value: (its length - 1, its number); the number leads to the keys
         # that share the needle (a trailing NUL in a key marks a variant of the same text).

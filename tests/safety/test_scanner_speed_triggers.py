@@ -25,15 +25,14 @@ from hermes.safety import (
 def _per_needle(lower: str, rules) -> dict[str, list[int] | None]:
     """The old way: every substring needle looked for on its own, every place."""
     out: dict[str, list[int] | None] = {}
-    for group in rules._index[2].values():
-        for key, needle, _ in group:
-            places = []
-            i = lower.find(needle)
-            while i >= 0:
-                places.append(i)
-                i = lower.find(needle, i + 1)
-            if places:
-                out[key] = places if len(places) <= _MAX_PLACES else None
+    for key, needle in rules._index[2]:
+        places = []
+        i = lower.find(needle)
+        while i >= 0:
+            places.append(i)
+            i = lower.find(needle, i + 1)
+        if places:
+            out[key] = places if len(places) <= _MAX_PLACES else None
     return out
 
 
