@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections import Counter
@@ -69,9 +68,9 @@ GEN = DATA / "gen"
 EXTRA = DATA / "benign_extra.jsonl"
 CONCEPTS = ROOT / "kernel" / "threat_concepts.yaml"
 CHAT = ROOT / "benchmarks" / "recall_corpus" / "sessions.jsonl"
-L2 = float(os.environ.get("SCANNER_L2", 1e-6))
-STEPS = int(os.environ.get("SCANNER_STEPS", 2000))
-RATE = float(os.environ.get("SCANNER_RATE", 8.0))
+L2 = 1e-6
+STEPS = 2000
+RATE = 8.0
 MOMENTUM = 0.9
 QUANT = 100  # weights are stored as integers of 1/QUANT …
 PRUNE = 0.05  # … and weights smaller than this are dropped (in the cross-validation too)
@@ -81,28 +80,10 @@ FOLDS = 5
 #: picked) an attack paragraph in a 6 KB context file needed odds no paragraph reaches
 #: (test_attacks_stay_blocked_inside_long_documents lost one; gen dev docs 55% -> 49%).
 DISCOUNTS = (0.5, 0.75, 1.0)
-MISSED = float(os.environ.get("SCANNER_MISSED", 3.0))
-#: Long attacks are refitted on their most attack-like piece (see fit); 0 turns it off.
-MIL = os.environ.get("SCANNER_MIL", "1") == "1"
-MIN_TEXTS = int(os.environ.get("SCANNER_MIN_TEXTS", 2))  # a feature is learned if seen in this many texts
+MISSED = 3.0  # attacks the rules miss weigh this many times more (see design)
+MIN_TEXTS = 2  # a feature is learned if seen in this many texts
 #: Shares of the benign side's total weight (attacks weigh 0.5 in all).
 SHARES = {"labelled": 0.3, "long": 0.1, "chat": 0.05, "docs": 0.05}
-if os.environ.get("SCANNER_SHARES"):  # experiments: labelled,chat,docs
-    SHARES = dict(zip(SHARES, map(float, os.environ["SCANNER_SHARES"].split(",")), strict=True))
-if os.environ.get("SCANNER_EXPERIMENT"):  # experiments: extra features, patched in for a trial
-    import importlib
-
-    _extra = importlib.import_module(os.environ["SCANNER_EXPERIMENT"])
-    _plain = features
-
-    def features(lower: str, lexicon: Lexicon | None = None) -> list[str]:  # type: ignore[no-redef]
-        if hasattr(_extra, "replace"):
-            return _extra.replace(lower, lexicon, _plain)
-        return _plain(lower, lexicon) + _extra.extra(lower)
-
-    import hermes.threat_model as _tm
-
-    _tm.features = features
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -263,13 +244,12 @@ def fit(samples: list[Sample]) -> tuple[dict[str, int], float]:
     df = Counter(f for s in samples for f in {f for fs in s.feats + s.pieces for f in fs})
     vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_TEXTS))}
     w, b = _descend(samples, vocab, None)
-    if MIL:
-        # A long attack was fitted whole, diluted by the document around it; the scanner
-        # judges its pieces. Refit with each long attack's most attack-like piece instead.
-        def z(fs: list[str]) -> float:
-            return sum(w[vocab[f]] for f in fs if f in vocab) / np.sqrt(max(len(fs), MIN_FEATURES))
-        chosen = {id(s): max(s.pieces, key=z) for s in samples if s.pieces}
-        w, b = _descend(samples, vocab, chosen)
+    # A long attack was fitted whole, diluted by the document around it; the scanner
+    # judges its pieces. Refit with each long attack's most attack-like piece instead.
+    def z(fs: list[str]) -> float:
+        return sum(w[vocab[f]] for f in fs if f in vocab) / np.sqrt(max(len(fs), MIN_FEATURES))
+    chosen = {id(s): max(s.pieces, key=z) for s in samples if s.pieces}
+    w, b = _descend(samples, vocab, chosen)
     inv = sorted(vocab, key=vocab.get)
     units = {f: round(float(w[i]) * QUANT) for i, f in enumerate(inv) if abs(w[i]) >= PRUNE}
     return {f: u for f, u in units.items() if u}, float(b)
