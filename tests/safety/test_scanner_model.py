@@ -26,6 +26,7 @@ from hermes.threat_model import (
     discount,
     features,
     load_model,
+    substantial,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +198,7 @@ def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece(
     doc = (padding + "\n\n" + attack + "\n\n" + padding).lower()
     p, (start, end) = model.best(doc, least_words=MIN_WORDS)
     assert attack.lower().strip()[:40] in doc[start:end] and end - start <= 400
-    pieces = sum(1 for a, b in chunks(doc) if len(doc[a:b].split()) >= MIN_WORDS)
+    pieces = sum(1 for a, b in chunks(doc) if substantial(doc[a:b], MIN_WORDS))
     assert pieces > 10 and p == pytest.approx(discount(model.score(doc[start:end]), pieces, model.piece_discount))
     assert p >= model.threshold and scan_for_threats(padding + "\n\n" + attack + "\n\n" + padding)
 
