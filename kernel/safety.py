@@ -968,12 +968,12 @@ _MAX_PLACES = 40
 
 
 def _trigger_positions(lower: str, hits: set[str],
-                       substring_places: dict[str, list[int] | None] | None = None) -> dict[str, list[int] | None]:
+                       substring_places: dict[str, list[int] | None]) -> dict[str, list[int] | None]:
     """Where each trigger in ``hits`` occurs in ``lower`` (word triggers only where
     they stand as whole words); ``None`` for a trigger found more than
     :data:`_MAX_PLACES` times. ``substring_places`` is
-    :meth:`RuleSet.substring_places` of ``lower`` when the caller has it (the scan
-    does); without it each substring trigger is looked for on its own."""
+    :meth:`RuleSet.substring_places` of ``lower``, which already places the substring
+    triggers."""
     positions: dict[str, list[int] | None] = {}
     words = {key for key in hits if _is_word(key)}
     if words:
@@ -987,21 +987,7 @@ def _trigger_positions(lower: str, hits: set[str],
             if at is not None:
                 at.append(m.start())
         positions.update((key, None if len(at) > _MAX_PLACES else at) for key, at in found.items())
-    if substring_places is not None:
-        positions.update((key, substring_places[key]) for key in hits - words)
-        return positions
-    for key in hits - words:
-        needle = key.rstrip("\x00")
-        places: list[int] = []
-        i = lower.find(needle)
-        while i >= 0:
-            if len(places) >= _MAX_PLACES:
-                positions[key] = None
-                break
-            places.append(i)
-            i = lower.find(needle, i + 1)
-        else:
-            positions[key] = places
+    positions.update((key, substring_places[key]) for key in hits - words)
     return positions
 
 

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from hermes.safety import (
     _MAX_PLACES,
     _WORD_RE,
-    _trigger_positions,
     load_rules,
     normalize_for_scan,
     parse_rules,
@@ -42,8 +41,6 @@ def _check(lower: str, rules) -> None:
     words = _WORD_RE.findall(lower)
     hits = rules.triggered(lower, words)
     assert set(places) <= hits
-    # The scan hands these places to _trigger_positions; without them it searches per needle.
-    assert _trigger_positions(lower, hits, places) == _trigger_positions(lower, hits)
 
 
 _PACKAGED_NEEDLES = sorted({t.rstrip("\x00") for r in load_rules().rules for t in r.any | r.also})

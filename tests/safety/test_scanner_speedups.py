@@ -95,7 +95,7 @@ def test_triggers_are_the_plain_substring_and_word_lookups(text: str) -> None:
         key for key, needle in subs if needle in lower}
     hits = rules.triggered(lower, words)
     assert hits == expected
-    positions = _trigger_positions(lower, hits)
+    positions = _trigger_positions(lower, hits, rules.substring_places(lower))
     for key in hits:
         needle = key.rstrip("\x00")
         if key in word_triggers:
