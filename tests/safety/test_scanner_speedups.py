@@ -1,11 +1,11 @@
 """The scanner's shortcuts find exactly what the plain way finds.
 
 Three shortcuts keep a scan under a millisecond per KB (benchmarks/scanner.py):
-each lowered rule expression runs behind a look-ahead of the characters its match can
-begin with; substring triggers in a text with non-ASCII characters are looked for in
-its ASCII runs or its other runs; word triggers are placed in one pass over the words.
-Each is checked here against the plain computation, on the corpus and on generated
-text mixing the rules' own trigger words with scripts and punctuation."""
+each rule expression runs behind a look-ahead of the characters its match can begin
+with; every substring trigger is found in one Aho–Corasick pass
+(``RuleSet.substring_places``); word triggers are placed in one pass over the words.
+Each is checked here against the plain computation (``re``, ``in``), on the corpus and
+on generated text mixing the rules' own trigger words with scripts and punctuation."""
 
 from __future__ import annotations
 
