@@ -284,12 +284,16 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
     groups = np.array([s.group for s in samples])
     attack = groups == "attack"
 
+    # The long labelled documents share the labelled texts' budget: alone, 509 of them
+    # allowed two false positives, so the threshold hung on the third-highest one.
+    pooled = np.where(groups == "long", "labelled", groups)
+
+    def threshold_at(oof: np.ndarray, budget: float) -> float:
+        return max(lowest_threshold(oof[pooled == g], budget) for g in SHARES if g != "long")
+
     def trial(per: float) -> tuple[float, float, np.ndarray]:
         oof = np.array([discount(p, n, per) for p, n in zip(raw, pieces, strict=True)])
-        # The long labelled documents share the labelled texts' budget: alone, 509 of them
-        # allowed two false positives, so the threshold hung on the third-highest one.
-        pooled = np.where(groups == "long", "labelled", groups)
-        t = max(lowest_threshold(oof[pooled == g], max_fp) for g in SHARES if g != "long")
+        t = threshold_at(oof, max_fp)
         print(f"piece discount {per}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.4f}",
               file=sys.stderr)
         return float((oof[attack] >= t).mean()), t, oof
@@ -306,7 +310,7 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
     missed = attack & ~np.array([s.ruled for s in samples])
     report["cv_block_rate_of_attacks_the_rules_miss"] = round(float((oof[missed] >= alone).mean()), 4)
     for budget in (0.005, 0.01, 0.02):  # the trade-off, for the record (stderr)
-        t = max(lowest_threshold(oof[groups == g], budget) for g in SHARES)
+        t = threshold_at(oof, budget)  # the same rule the threshold is chosen by
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
     return round(alone, 3), per, report
