@@ -161,7 +161,7 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "label", "lower", "pieces", "ruled", "text")
+    __slots__ = ("feats", "group", "label", "lower", "pieces", "ruled", "text", "vetoable")
 
     def __init__(self, text: str, label: int, group: str) -> None:
         self.text, self.label, self.group = text, label, group
@@ -173,7 +173,7 @@ class Sample:
         # the model finds most like an attack stands for the text (see fit).
         self.pieces = ([sorted(set(features(lower[a:b], LEXICON))) for a, b in chunks(lower)
                         if substantial(lower[a:b], MIN_WORDS)] if label and len(lower) > CHUNK else [])
-        self.ruled = False
+        self.ruled = self.vetoable = False
 
 
 def load_samples() -> list[Sample]:
@@ -189,7 +189,12 @@ def load_samples() -> list[Sample]:
     samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
     rules = load_rules()
     for s in samples:  # attacks the rules miss weigh more (see design)
-        s.ruled = scan(s.text, scope="memory", rules=rules).blocked
+        report = scan(s.text, scope="memory", rules=rules)
+        s.ruled = report.blocked
+        # Blocked on one rule's worth of plain-text evidence: the model may overrule it
+        # (hermes.safety, step 8), so the veto is chosen on these.
+        s.vetoable = s.ruled and report.score < 2 * report.threshold and all(
+            t.layer == "text" and t.kind != "invisible" for t in report.findings)
     return samples
 
 
@@ -313,7 +318,33 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
         t = threshold_at(oof, budget)  # the same rule the threshold is chosen by
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
+    report["veto"] = veto = choose_veto(samples, raw, pieces)
     return round(alone, 3), per, report
+
+
+#: Vetoes tried (hermes.safety, step 8), and the share of the attacks the rules block
+#: that a veto may let through out of fold.
+VETOES = (0.0, 0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3)
+VETO_MISS = 0.005
+
+
+def choose_veto(samples: list[Sample], raw: np.ndarray, pieces: list[int]) -> float:
+    """The highest of VETOES under which at most VETO_MISS of the training attacks the
+    rules block would be overruled, judged on out-of-fold probabilities (undiscounted,
+    as the scanner asks: a text none of whose pieces the model judges is never overruled)."""
+    label = np.array([s.label for s in samples])
+    ruled = np.array([s.ruled for s in samples])
+    open_ = np.array([s.vetoable and n > 0 for s, n in zip(samples, pieces, strict=True)])
+    chosen = 0.0
+    for v in VETOES:
+        passed = open_ & (raw < v)
+        lost = (passed & ruled & (label == 1)).sum() / max(1, (ruled & (label == 1)).sum())
+        freed = (passed & ruled & (label == 0)).sum()
+        print(f"veto {v}: attacks the rules block let through {lost:.4f}, benign texts freed "
+              f"{freed} of {(ruled & (label == 0)).sum()}", file=sys.stderr)
+        if lost <= VETO_MISS:
+            chosen = v
+    return chosen
 
 
 def main() -> int:

@@ -50,6 +50,11 @@ How a text is scanned:
    section) counts only ``quoted.weight``: training material quotes injections.
 7. When the rules did not block, the learned model (``threat_model.py``) scores the
    text; above its threshold it blocks as ``learned_injection``.
+8. When the rules blocked on one rule's worth of evidence (a score below twice the
+   threshold), every match plain text (no decoding, no invisible character), the model
+   gives a second opinion: a text it reads as ordinary (probability below its ``veto``)
+   passes, and the report says so (``overruled``). Most false positives were one rule
+   firing on a look-alike — a security course, an ops note, a style rule.
 
 Each finding is a :class:`Threat` naming the rule (``id``, ``kind``), the matched text
 (``excerpt``), where it is (``span`` in the raw text, ``layer`` = ``text``, ``base64`` …)
@@ -948,10 +953,14 @@ class ScanReport:
     findings: tuple[Threat, ...]
     score: float
     threshold: float
+    #: The learned model's probability that the text is an attack when it overruled the
+    #: rules (step 8 of the module notes: one plain match, read as ordinary text by the
+    #: model), else ``None``. The findings stay in the report either way.
+    overruled: float | None = None
 
     @property
     def blocked(self) -> bool:
-        return self.score >= self.threshold
+        return self.score >= self.threshold and self.overruled is None
 
 
 def _resolve_scope(scope: str) -> str:
@@ -1221,6 +1230,18 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                 where = raw_span(run_span) if run_span else None
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
+    overruled = None
+    if (rules is None and ruleset.threshold <= score < 2 * ruleset.threshold
+            and all(t.layer == "text" and t.kind != "invisible" for t in findings)):
+        # One rule's match in plain text: ask the model for a second opinion (decoded or
+        # invisible evidence is never overruled: the model reads only the plain text).
+        from .threat_model import MIN_WORDS, load_model
+
+        model = load_model()
+        if model.veto > 0:
+            p, _, pieces = model.best_piece(lower, least_words=MIN_WORDS)
+            if pieces and p < model.veto:
+                overruled = round(p, 4)
     if score < ruleset.threshold and rules is None:
         # The rules did not block: ask the learned model (trained beside the packaged
         # rules, so only with them), which knows attack vocabulary rather than exact forms.
@@ -1242,7 +1263,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         findings.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window",
                                kind="oversized"))
         score += 1.0
-    return ScanReport(tuple(findings), score, ruleset.threshold)
+    return ScanReport(tuple(findings), score, ruleset.threshold, overruled)
 
 
 # Quotation marks: (opening, closing). The ASCII apostrophe is left out: "don't" is

@@ -258,18 +258,19 @@ def substantial(piece: str, least_words: int) -> bool:
 
 
 class ThreatModel:
-    """Weights by feature name, a bias and the probability at which a text blocks
-    (``threshold``)."""
+    """Weights by feature name, a bias, the probability at which a text blocks
+    (``threshold``) and the one below which the model overrules a single rule's match
+    (``veto``; 0 never overrules; see ``hermes.safety``'s notes, step 8)."""
 
     def __init__(self, weights: dict[str, int], bias: float, threshold: float,
                  lexicon: Lexicon | None = None, scale: float = 0.01,
-                 piece_discount: float = PIECE_DISCOUNT) -> None:
+                 piece_discount: float = PIECE_DISCOUNT, veto: float = 0.0) -> None:
         #: Weights are whole numbers of ``scale``: their sum is exact whatever the order of
         #: the feature set, which changes with the process's hash seed (a float sum
         #: differed in the last bits from one process to the next).
         self.weights, self.scale = weights, scale
         self.bias, self.threshold, self.lexicon = bias, threshold, lexicon
-        self.piece_discount = piece_discount
+        self.piece_discount, self.veto = piece_discount, veto
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
@@ -319,7 +320,7 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         concepts = data.get("concepts")
         return ThreatModel(weights, float(data["bias"]), float(data["threshold"]),
                            Lexicon(concepts) if concepts else None, float(data["scale"]),
-                           float(data.get("piece_discount", PIECE_DISCOUNT)))
+                           float(data.get("piece_discount", PIECE_DISCOUNT)), float(data.get("veto", 0.0)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None
