@@ -1266,10 +1266,13 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     return ScanReport(tuple(findings), score, ruleset.threshold, overruled)
 
 
-# Quotation marks: (opening, closing). The ASCII apostrophe is left out: "don't" is
-# not a quotation.
+# Quotation marks: (opening, closing). The ASCII apostrophe is handled on its own
+# (_APOSTROPHE_QUOTE_RE): in "don't" or "l'IA" it is not a quotation mark.
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
+# An apostrophe used as a quotation mark: not between two letters or digits (which
+# "don't", "l'IA" and "rock'n'roll" are).
+_APOSTROPHE_QUOTE_RE = re.compile(r"(?<!\w)'|'(?!\w)")
 
 
 def _quoted(text: str, span: tuple[int, int]) -> bool:
@@ -1286,6 +1289,12 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
                 return True
         elif (at := left.rfind(opening)) >= 0 and at > left.rfind(closing) and closing in right:
             return True
+    if "'" in left and "'" in right:
+        # Searched in the text itself (not the slices), so each apostrophe is judged by
+        # the characters really beside it.
+        lo, hi = start - len(left), end + len(right)
+        marks = [m.start() for m in _APOSTROPHE_QUOTE_RE.finditer(text, lo, hi)]
+        return sum(at < start for at in marks) % 2 == 1 and any(at >= end for at in marks)
     return False
 
 
