@@ -1231,10 +1231,11 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
     overruled = None
-    if (rules is None and ruleset.threshold <= score < 2 * ruleset.threshold
+    if (rules is None and len(text) <= max_chars and ruleset.threshold <= score < 2 * ruleset.threshold
             and all(t.layer == "text" and t.kind != "invisible" for t in findings)):
         # One rule's match in plain text: ask the model for a second opinion (decoded or
-        # invisible evidence is never overruled: the model reads only the plain text).
+        # invisible evidence is never overruled: the model reads only the plain text; nor
+        # an oversized text: its unscanned tail blocks on its own, step 1).
         from .threat_model import MIN_WORDS, load_model
 
         model = load_model()

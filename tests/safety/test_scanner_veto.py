@@ -102,3 +102,13 @@ def test_texts_too_short_to_judge_are_never_overruled(use_model) -> None:
 def test_an_explicit_rule_set_never_asks_the_model(use_model) -> None:
     use_model(bias=-9.0, veto=0.3)
     assert scan(ONE_RULE, rules=load_rules()).blocked
+
+
+def test_an_oversized_text_is_never_overruled(use_model) -> None:
+    # The unscanned tail could hide anything: ``oversized_input`` blocks on its own, and
+    # a single plain match the model reads as ordinary must not let the text through.
+    use_model(bias=-9.0, veto=0.3)
+    text = ONE_RULE + " Thanks to everyone who helped with the release this week."
+    report = scan(text, max_chars=len(ONE_RULE) + 1)
+    assert "oversized_input" in {t.id for t in report.findings}
+    assert report.blocked and report.overruled is None
