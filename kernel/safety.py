@@ -963,6 +963,12 @@ class ScanReport:
         return self.score >= self.threshold and self.overruled is None
 
 
+#: Finding kinds the learned model never overrules (step 8): it reads the plain text
+#: for injection vocabulary, so it cannot judge an invisible character, and a note
+#: holding a real key (``secret``) reads as ordinary to it — which is the danger.
+_NEVER_OVERRULED = frozenset({"invisible", "secret"})
+
+
 def _resolve_scope(scope: str) -> str:
     resolved = SCOPE_ALIASES.get(scope, scope)
     if resolved not in SCOPES:
@@ -1232,7 +1238,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     score = _score(findings, weak)
     overruled = None
     if (rules is None and len(text) <= max_chars and ruleset.threshold <= score < 2 * ruleset.threshold
-            and all(t.layer == "text" and t.kind != "invisible" for t in findings)):
+            and all(t.layer == "text" and t.kind not in _NEVER_OVERRULED for t in findings)):
         # One rule's match in plain text: ask the model for a second opinion (decoded or
         # invisible evidence is never overruled: the model reads only the plain text; nor
         # an oversized text: its unscanned tail blocks on its own, step 1).

@@ -112,3 +112,13 @@ def test_an_oversized_text_is_never_overruled(use_model) -> None:
     report = scan(text, max_chars=len(ONE_RULE) + 1)
     assert "oversized_input" in {t.id for t in report.findings}
     assert report.blocked and report.overruled is None
+
+
+def test_a_real_looking_secret_is_never_overruled(use_model) -> None:
+    # The model judges injection vocabulary; a memory note holding a key reads as
+    # ordinary to it, which is exactly why the secret rule blocks it.
+    use_model(bias=-9.0, veto=0.3)
+    note = "Remember for the deploy scripts: the OpenAI key is sk-proj-4fQz9LmN2xR7tV1bK8wY3cJ6 and it rotates monthly."
+    assert [t.kind for t in scan(note, rules=load_rules()).findings] == ["secret"]
+    report = scan(note)
+    assert report.blocked and report.overruled is None
