@@ -1245,10 +1245,17 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         from .threat_model import MIN_WORDS, load_model
 
         model = load_model()
-        if model.veto > 0:
-            p, _, pieces = model.best_piece(lower, least_words=MIN_WORDS)
-            if pieces and p < model.veto:
-                overruled = round(p, 4)
+        # Every match must lie in the pieces the model judged: a short line holding the
+        # order (too few words to judge) beside ordinary paragraphs is not overruled by
+        # them. Positions are compared in the raw text, where the findings' spans are
+        # (lower-casing that changed the length, "İ", would shift them: not overruled).
+        if model.veto > 0 and len(lower) == len(normalized):
+            judged = model.pieces(lower, least_words=MIN_WORDS)
+            covered = [raw_span(piece) for piece in judged]
+            if judged and all(t.span is not None and _covered(t.span, covered) for t in findings):
+                p = max(model.score(lower[start:end]) for start, end in judged)  # as best_piece
+                if p < model.veto:
+                    overruled = round(p, 4)
     if score < ruleset.threshold and rules is None:
         # The rules did not block: ask the learned model (trained beside the packaged
         # rules, so only with them), which knows attack vocabulary rather than exact forms.
@@ -1271,6 +1278,18 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                                kind="oversized"))
         score += 1.0
     return ScanReport(tuple(findings), score, ruleset.threshold, overruled)
+
+
+def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
+    """Whether ``span`` lies wholly within ``pieces`` (ordered ``(start, end)`` spans;
+    a span may run across adjacent ones)."""
+    at, end = span
+    for start, stop in pieces:
+        if start <= at < stop:
+            at = stop
+        if at >= end:
+            return True
+    return False
 
 
 # Quotation marks: (opening, closing). The ASCII apostrophe is handled on its own

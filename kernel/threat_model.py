@@ -291,14 +291,18 @@ class ThreatModel:
         how many pieces were scored (the trainer tries discounts on these)."""
         best, where, pieces = 0.0, (0, 0), 0
         score = self.score
-        for start, end in chunks(lower):
-            if least_words and not substantial(lower[start:end], least_words):
-                continue
+        for start, end in self.pieces(lower, least_words=least_words):
             pieces += 1
             p = score(lower[start:end])
             if p > best:
                 best, where = p, (start, end)
         return best, where, pieces
+
+    @staticmethod
+    def pieces(lower: str, *, least_words: int = 0) -> list[tuple[int, int]]:
+        """The ``(start, end)`` of the pieces of ``lower`` the model judges, in order."""
+        return [(start, end) for start, end in chunks(lower)
+                if not least_words or substantial(lower[start:end], least_words)]
 
     def evidence(self, piece: str, top: int = 4) -> list[str]:
         """The features of ``piece`` that pushed hardest towards "attack"."""
