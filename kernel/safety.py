@@ -1293,12 +1293,21 @@ def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
 
 
 # Quotation marks: (opening, closing). The ASCII apostrophe is handled on its own
-# (_APOSTROPHE_QUOTE_RE): in "don't" or "l'IA" it is not a quotation mark.
+# (_apostrophe): in "don't" or "l'IA" it is not a quotation mark.
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
-# An apostrophe used as a quotation mark: not between two letters or digits (which
-# "don't", "l'IA" and "rock'n'roll" are).
-_APOSTROPHE_QUOTE_RE = re.compile(r"(?<!\w)'|'(?!\w)")
+
+
+def _apostrophe(text: str, at: int) -> tuple[bool, bool]:
+    """Whether the apostrophe at ``at`` can open and can close a quotation. Between two
+    letters or digits ("don't", "l'IA", "rock'n'roll") it does neither; after a letter
+    and before a space (a plural possessive, "the users' files") it only closes, so two
+    possessives around an order quote nothing."""
+    before = text[at - 1] if at else " "
+    after = text[at + 1] if at + 1 < len(text) else " "
+    word_before = before.isalnum() or before == "_"
+    word_after = after.isalnum() or after == "_"
+    return not word_before and not after.isspace(), not before.isspace() and not word_after
 
 
 def _quoted(text: str, span: tuple[int, int]) -> bool:
@@ -1316,11 +1325,19 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
         elif (at := left.rfind(opening)) >= 0 and at > left.rfind(closing) and closing in right:
             return True
     if "'" in left and "'" in right:
-        # Searched in the text itself (not the slices), so each apostrophe is judged by
-        # the characters really beside it.
-        lo, hi = start - len(left), end + len(right)
-        marks = [m.start() for m in _APOSTROPHE_QUOTE_RE.finditer(text, lo, hi)]
-        return sum(at < start for at in marks) % 2 == 1 and any(at >= end for at in marks)
+        # Each apostrophe is judged by the characters really beside it in the text (not
+        # in the slices, whose ends would look like spaces).
+        inside = False  # whether the apostrophes left of the span leave a quotation open
+        at = text.find("'", start - len(left), start)
+        while at >= 0:
+            opens, closes = _apostrophe(text, at)
+            inside = not closes if inside else opens
+            at = text.find("'", at + 1, start)
+        at = text.find("'", end, end + len(right))
+        while inside and at >= 0:
+            if _apostrophe(text, at)[1]:
+                return True
+            at = text.find("'", at + 1, end + len(right))
     return False
 
 
