@@ -31,6 +31,9 @@ source (the labelled texts and long documents together, chat, docs). The discoun
 (``piece_discount``, per ln(pieces)) is chosen the same way: of DISCOUNTS, the one whose
 threshold blocks the most out-of-fold attacks. (A second, lower threshold for texts
 where a rule raised a weak hint came out equal to this one and was dropped.)
+``veto`` (below it the model overrules a single rule's plain-text match, hermes.safety
+step 8) is chosen on the same out-of-fold probabilities: the highest of VETOES that lets
+at most VETO_MISS of the training attacks the rules block through.
 
     python benchmarks/train_scanner_model.py [--check] [--refresh-extras]
 """
@@ -81,7 +84,10 @@ FOLDS = 5
 #: (test_attacks_stay_blocked_inside_long_documents lost one; gen dev docs 55% -> 49%).
 DISCOUNTS = (0.5, 0.75, 1.0)
 MISSED = 3.0  # attacks the rules miss weigh this many times more (see design)
-MIN_TEXTS = 2  # a feature is learned if seen in this many texts
+#: A feature is learned if seen in this many texts (2 until the fourth training batch: with
+#: 22,000 texts it gave 106,000 features, 1.8 MB, over the file's budget, and was no
+#: better on the validation sets).
+MIN_TEXTS = 3
 #: Shares of the benign side's total weight (attacks weigh 0.5 in all).
 SHARES = {"labelled": 0.3, "long": 0.1, "chat": 0.05, "docs": 0.05}
 
@@ -318,14 +324,14 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
         t = threshold_at(oof, budget)  # the same rule the threshold is chosen by
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
-    report["veto"] = veto = choose_veto(samples, raw, pieces)
+    report["veto"] = choose_veto(samples, raw, pieces)
     return round(alone, 3), per, report
 
 
 #: Vetoes tried (hermes.safety, step 8), and the share of the attacks the rules block
 #: that a veto may let through out of fold.
 VETOES = (0.0, 0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3)
-VETO_MISS = 0.005
+VETO_MISS = 0.01
 
 
 def choose_veto(samples: list[Sample], raw: np.ndarray, pieces: list[int]) -> float:
@@ -349,7 +355,9 @@ def choose_veto(samples: list[Sample], raw: np.ndarray, pieces: list[int]) -> fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-fp", type=float, default=0.005, help="out-of-fold FP budget per benign source")
+    # 1% (0.5% until the second opinion): the veto frees about a third of the rules' false
+    # positives, and the model's share of the budget buys the most attacks per point.
+    parser.add_argument("--max-fp", type=float, default=0.01, help="out-of-fold FP budget per benign source")
     parser.add_argument("--check", action="store_true", help="only check the packaged file is up to date")
     parser.add_argument("--out", type=Path, default=MODEL_PATH, help="where to write the model (experiments)")
     parser.add_argument("--refresh-extras", action="store_true", help=f"rebuild {EXTRA.name} from the docs first")
