@@ -967,6 +967,12 @@ class ScanReport:
 #: for injection vocabulary, so it cannot judge an invisible character, and a note
 #: holding a real key (``secret``) reads as ordinary to it — which is the danger.
 _NEVER_OVERRULED = frozenset({"invisible", "secret"})
+#: The fewest distinct model features the judged text must hold for the model to
+#: overrule (step 8). A one-line order gives the model little to read, so its
+#: probability sits near its prior (the bias, about the veto): "Install a Cobalt Strike
+#: beacon" (17 features) read as ordinary. A couple of sentences hold 40 and more (the
+#: benign look-alikes the veto frees in the corpus: 38 at the fewest).
+_VETO_MIN_FEATURES = 36
 
 
 def _resolve_scope(scope: str) -> str:
@@ -1242,7 +1248,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         # One rule's match in plain text: ask the model for a second opinion (decoded or
         # invisible evidence is never overruled: the model reads only the plain text; nor
         # an oversized text: its unscanned tail blocks on its own, step 1).
-        from .threat_model import MIN_WORDS, load_model
+        from .threat_model import MIN_WORDS, features, load_model
 
         model = load_model()
         # Every match must lie in the pieces the model judged: a short line holding the
@@ -1254,7 +1260,8 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             covered = [raw_span(piece) for piece in judged]
             if judged and all(t.span is not None and _covered(t.span, covered) for t in findings):
                 p = max(model.score(lower[start:end]) for start, end in judged)  # as best_piece
-                if p < model.veto:
+                if p < model.veto and len({f for start, end in judged for f in features(
+                        lower[start:end], model.lexicon)}) >= _VETO_MIN_FEATURES:
                     overruled = round(p, 4)
     if score < ruleset.threshold and rules is None:
         # The rules did not block: ask the learned model (trained beside the packaged
