@@ -51,10 +51,12 @@ How a text is scanned:
 7. When the rules did not block, the learned model (``threat_model.py``) scores the
    text; above its threshold it blocks as ``learned_injection``.
 8. When the rules blocked on one rule's worth of evidence (a score below twice the
-   threshold), every match plain text (no decoding, no invisible character), the model
-   gives a second opinion: a text it reads as ordinary (probability below its ``veto``)
-   passes, and the report says so (``overruled``). Most false positives were one rule
-   firing on a look-alike — a security course, an ops note, a style rule.
+   threshold), every match plain text (no decoding, no invisible character, no secret)
+   inside the pieces the model judges, in a text scanned whole and long enough to read
+   (:data:`_VETO_MIN_FEATURES`), the model gives a second opinion: a text it reads as
+   ordinary (probability below its ``veto``) passes, and the report says so
+   (``overruled``). Most false positives were one rule firing on a look-alike — a
+   security course, an ops note, a style rule.
 
 Each finding is a :class:`Threat` naming the rule (``id``, ``kind``), the matched text
 (``excerpt``), where it is (``span`` in the raw text, ``layer`` = ``text``, ``base64`` …)
@@ -947,8 +949,9 @@ def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 class ScanReport:
     """Everything one scan found: ``findings`` (every rule that matched, with its
     weight), the ``score`` (the weights of distinct rules added up, where weak ones
-    count together only within :data:`NEARBY` characters of each other) and whether it
-    reaches the rules' ``threshold``."""
+    count together only within :data:`NEARBY` characters of each other) and the rules'
+    ``threshold``. It is ``blocked`` when the score reaches the threshold and the
+    learned model did not overrule the rules (``overruled``)."""
 
     findings: tuple[Threat, ...]
     score: float
