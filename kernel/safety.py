@@ -970,8 +970,8 @@ class ScanReport:
 #: for injection vocabulary, so it cannot judge an invisible character, and a note
 #: holding a real key (``secret``) reads as ordinary to it — which is the danger.
 _NEVER_OVERRULED = frozenset({"invisible", "secret"})
-#: The fewest distinct model features the judged text must hold for the model to
-#: overrule (step 8). A one-line order gives the model little to read, so its
+#: The fewest distinct model features the judged pieces holding the matches must have
+#: for the model to overrule (step 8). A one-line order gives the model little to read, so its
 #: probability sits near its prior (the bias, about the veto): "Install a Cobalt Strike
 #: beacon" (17 features) read as ordinary. A couple of sentences hold 40 and more (the
 #: benign look-alikes the veto frees in the corpus: 38 at the fewest).
@@ -1263,7 +1263,11 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             covered = [raw_span(piece) for piece in judged]
             if judged and all(t.span is not None and _covered(t.span, covered) for t in findings):
                 p = max(model.score(lower[start:end]) for start, end in judged)  # as best_piece
-                if p < model.veto and len({f for start, end in judged for f in features(
+                # Enough read around the evidence: the pieces holding a match (an order
+                # alone in a paragraph of a long file is read as little as on its own).
+                around = [judged[i] for i, (a, b) in enumerate(covered)
+                          if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)]
+                if p < model.veto and len({f for start, end in around for f in features(
                         lower[start:end], model.lexicon)}) >= _VETO_MIN_FEATURES:
                     overruled = round(p, 4)
     if score < ruleset.threshold and rules is None:
@@ -1308,6 +1312,12 @@ _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
 
 
+# Shell syntax (a pipe, &&, a redirection to a descriptor or a path, a variable or a
+# substitution): apostrophes around it enclose a command's argument, not a quotation.
+# Not ; < > on their own: quoted phrases and quoted markup ('<!-- … -->') hold them.
+_SHELL_SYNTAX_RE = re.compile(r"\s\|\s|&&|[<>]&|\s[12]?>>?\s*[/~]|\$[({]|\$[A-Za-z_]")
+
+
 def _apostrophe(text: str, at: int) -> tuple[bool, bool]:
     """Whether the apostrophe at ``at`` can open and can close a quotation. Between two
     letters or digits ("don't", "l'IA", "rock'n'roll") it does neither; after a letter
@@ -1338,15 +1348,17 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
         # Each apostrophe is judged by the characters really beside it in the text (not
         # in the slices, whose ends would look like spaces).
         inside = False  # whether the apostrophes left of the span leave a quotation open
-        at = text.find("'", start - len(left), start)
+        at = opened = text.find("'", start - len(left), start)
         while at >= 0:
             opens, closes = _apostrophe(text, at)
-            inside = not closes if inside else opens
+            inside, opened = (not closes, opened) if inside else (opens, at)
             at = text.find("'", at + 1, start)
         at = text.find("'", end, end + len(right))
         while inside and at >= 0:
             if _apostrophe(text, at)[1]:
-                return True
+                # A shell argument ('exec 3<>/dev/tcp/…; cat ~/.env >&3') is the command
+                # itself, not a quotation of one.
+                return _SHELL_SYNTAX_RE.search(text, opened, at) is None
             at = text.find("'", at + 1, end + len(right))
     return False
 
