@@ -1181,7 +1181,8 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     """Scan ``text`` and report every finding with the score, blocked or not.
 
     :func:`scan_for_threats` is the same scan reduced to "the findings when blocked".
-    ``rules`` defaults to the packaged rules file."""
+    ``rules`` defaults to the packaged rules file; with a rule set given, the learned
+    model (trained beside the packaged rules) neither blocks nor overrules (steps 7, 8)."""
     scope = _resolve_scope(scope)
     ruleset = rules if rules is not None else load_rules()
     if not text:
