@@ -194,13 +194,14 @@ def load_samples() -> list[Sample]:
     samples += [Sample(t, 0, "chat") for t in chat_texts()]
     samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
     rules = load_rules()
-    for s in samples:  # attacks the rules miss weigh more (see design)
-        report = scan(s.text, scope="memory", rules=rules)
-        s.ruled = report.blocked
-        # Blocked on one rule's worth of plain-text evidence: the model may overrule it
-        # (hermes.safety, step 8), so the veto is chosen on these.
-        s.vetoable = s.ruled and report.score < 2 * report.threshold and all(
-            t.layer == "text" and t.kind != "invisible" for t in report.findings)
+    # A model that has learned nothing (every piece p ~ 0) and never blocks asks the
+    # scanner itself which texts a second opinion could overrule (hermes.safety, step 8):
+    # the veto is chosen on those, under the very conditions of scan time.
+    probe = ThreatModel({}, -50.0, 2.0, LEXICON, veto=1.0)
+    for s in samples:
+        report = scan(s.text, scope="memory", rules=rules, model=probe)
+        s.ruled = report.score >= report.threshold  # attacks the rules miss weigh more (see design)
+        s.vetoable = report.overruled is not None
     return samples
 
 
@@ -324,7 +325,7 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
         t = threshold_at(oof, budget)  # the same rule the threshold is chosen by
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
-    report["veto"] = choose_veto(samples, raw, pieces)
+    report["veto"] = choose_veto(samples, raw)
     return round(alone, 3), per, report
 
 
@@ -334,13 +335,13 @@ VETOES = (0.0, 0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3)
 VETO_MISS = 0.01
 
 
-def choose_veto(samples: list[Sample], raw: np.ndarray, pieces: list[int]) -> float:
+def choose_veto(samples: list[Sample], raw: np.ndarray) -> float:
     """The highest of VETOES under which at most VETO_MISS of the training attacks the
     rules block would be overruled, judged on out-of-fold probabilities (undiscounted,
-    as the scanner asks: a text none of whose pieces the model judges is never overruled)."""
+    as the scanner asks)."""
     label = np.array([s.label for s in samples])
     ruled = np.array([s.ruled for s in samples])
-    open_ = np.array([s.vetoable and n > 0 for s, n in zip(samples, pieces, strict=True)])
+    open_ = np.array([s.vetoable for s in samples])
     chosen = 0.0
     for v in VETOES:
         passed = open_ & (raw < v)

@@ -79,7 +79,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from re import _constants as _sre_c  # type: ignore[attr-defined]  # re's own; loaded with re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # only for annotations: the model module loads on the first scan that needs it
+    from .threat_model import ThreatModel
 
 __all__ = [
     "INVISIBLE_CHARS",
@@ -1177,14 +1180,17 @@ class _SpanMap:
 
 
 def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
-         rules: RuleSet | None = None) -> ScanReport:
+         rules: RuleSet | None = None, model: ThreatModel | None = None) -> ScanReport:
     """Scan ``text`` and report every finding with the score, blocked or not.
 
     :func:`scan_for_threats` is the same scan reduced to "the findings when blocked".
     ``rules`` defaults to the packaged rules file; with a rule set given, the learned
-    model (trained beside the packaged rules) neither blocks nor overrules (steps 7, 8)."""
+    model (trained beside the packaged rules) neither blocks nor overrules (steps 7, 8)
+    unless ``model`` is given too. ``model`` defaults to the packaged one (the trainer
+    passes its own, to ask which texts a veto could overrule)."""
     scope = _resolve_scope(scope)
     ruleset = rules if rules is not None else load_rules()
+    consult = rules is None or model is not None  # whether the learned model has a say
     if not text:
         return ScanReport((), 0.0, ruleset.threshold)
     head = text[:max_chars]
@@ -1247,31 +1253,31 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
     overruled = None
-    if (rules is None and len(text) <= max_chars and ruleset.threshold <= score < 2 * ruleset.threshold
+    if (consult and len(text) <= max_chars and ruleset.threshold <= score < 2 * ruleset.threshold
             and all(t.layer == "text" and t.kind not in _NEVER_OVERRULED for t in findings)):
         # One rule's match in plain text: ask the model for a second opinion (decoded or
         # invisible evidence is never overruled: the model reads only the plain text; nor
         # an oversized text: its unscanned tail blocks on its own, step 1).
         from .threat_model import MIN_WORDS, features, load_model
 
-        model = load_model()
+        judge = model if model is not None else load_model()
         # Every match must lie in the pieces the model judged: a short line holding the
         # order (too few words to judge) beside ordinary paragraphs is not overruled by
         # them. Positions are compared in the raw text, where the findings' spans are
         # (lower-casing that changed the length, "İ", would shift them: not overruled).
-        if model.veto > 0 and len(lower) == len(normalized):
-            judged = model.pieces(lower, least_words=MIN_WORDS)
+        if judge.veto > 0 and len(lower) == len(normalized):
+            judged = judge.pieces(lower, least_words=MIN_WORDS)
             covered = [raw_span(piece) for piece in judged]
             if judged and all(t.span is not None and _covered(t.span, covered) for t in findings):
-                p = max(model.score(lower[start:end]) for start, end in judged)  # as best_piece
+                p = max(judge.score(lower[start:end]) for start, end in judged)  # as best_piece
                 # Enough read around the evidence: the pieces holding a match (an order
                 # alone in a paragraph of a long file is read as little as on its own).
                 around = [judged[i] for i, (a, b) in enumerate(covered)
                           if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)]
-                if p < model.veto and len({f for start, end in around for f in features(
-                        lower[start:end], model.lexicon)}) >= _VETO_MIN_FEATURES:
+                if p < judge.veto and len({f for start, end in around for f in features(
+                        lower[start:end], judge.lexicon)}) >= _VETO_MIN_FEATURES:
                     overruled = round(p, 4)
-    if score < ruleset.threshold and rules is None:
+    if score < ruleset.threshold and consult:
         # The rules did not block: ask the learned model (trained beside the packaged
         # rules, so only with them), which knows attack vocabulary rather than exact forms.
         # It blocks above its ``threshold``, chosen on out-of-fold scores of its training
@@ -1279,11 +1285,11 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         # without those blocked "Can you help me plan my week?").
         from .threat_model import MIN_WORDS, load_model  # the model file is read on first use only
 
-        model = load_model()
-        p, (start, end) = model.best(lower, least_words=MIN_WORDS)
-        if p >= model.threshold:
+        judge = model if model is not None else load_model()
+        p, (start, end) = judge.best(lower, least_words=MIN_WORDS)
+        if p >= judge.threshold:
             piece = " ".join(normalized[start:end].split())
-            evidence = ", ".join(model.evidence(lower[start:end]))
+            evidence = ", ".join(judge.evidence(lower[start:end]))
             findings.append(Threat(
                 "learned_injection", f"reads like an injection to the learned model (p={p:.2f}: {evidence})",
                 piece[:80], "learned", ruleset.threshold, raw_span((start, min(end, len(normalized)))), "text"))
@@ -1312,11 +1318,6 @@ def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
 
-
-# Shell syntax (a pipe, &&, a redirection to a descriptor or a path, a variable or a
-# substitution): apostrophes around it enclose a command's argument, not a quotation.
-# Not ; < > on their own: quoted phrases and quoted markup ('<!-- … -->') hold them.
-_SHELL_SYNTAX_RE = re.compile(r"\s\|\s|&&|[<>]&|\s[12]?>>?\s*[/~]|\$[({]|\$[A-Za-z_]")
 
 
 def _apostrophe(text: str, at: int) -> tuple[bool, bool]:
@@ -1349,17 +1350,15 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
         # Each apostrophe is judged by the characters really beside it in the text (not
         # in the slices, whose ends would look like spaces).
         inside = False  # whether the apostrophes left of the span leave a quotation open
-        at = opened = text.find("'", start - len(left), start)
+        at = text.find("'", start - len(left), start)
         while at >= 0:
             opens, closes = _apostrophe(text, at)
-            inside, opened = (not closes, opened) if inside else (opens, at)
+            inside = not closes if inside else opens
             at = text.find("'", at + 1, start)
         at = text.find("'", end, end + len(right))
         while inside and at >= 0:
             if _apostrophe(text, at)[1]:
-                # A shell argument ('exec 3<>/dev/tcp/…; cat ~/.env >&3') is the command
-                # itself, not a quotation of one.
-                return _SHELL_SYNTAX_RE.search(text, opened, at) is None
+                return True
             at = text.find("'", at + 1, end + len(right))
     return False
 

@@ -189,3 +189,16 @@ def test_a_one_line_order_gives_the_model_too_little_to_overrule(use_model) -> N
         report = scan(order)
         assert report.blocked and report.overruled is None, order
     assert scan(ONE_RULE).overruled is not None  # a sentence of ordinary context is enough
+
+
+def test_a_model_given_with_explicit_rules_is_asked() -> None:
+    # How the trainer learns which texts a veto could overrule: a model that has learned
+    # nothing (p ~ 0 everywhere) and never blocks, under the scanner's own conditions.
+    probe = threat_model.ThreatModel({}, -50.0, 2.0, veto=1.0)
+    rules = load_rules()
+    assert scan(ONE_RULE, rules=rules, model=probe).overruled is not None
+    assert scan(MANY_RULES, rules=rules, model=probe).overruled is None
+    assert not scan("Plan my week, please: gym on Monday, groceries on Tuesday.", rules=rules, model=probe).blocked
+    eager = threat_model.ThreatModel({}, 50.0, 0.5)  # p ~ 1 everywhere, no veto
+    assert [t.id for t in scan("Plan my week, please: gym on Monday, groceries on Tuesday.", rules=rules,
+                               model=eager).findings] == ["learned_injection"]
