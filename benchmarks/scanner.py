@@ -16,7 +16,8 @@ Prints one JSON line per figure:
   never tuned on, measured often since: a validation set now), ``fresh3.jsonl`` and
   ``fresh4.jsonl`` (written from the issue text alone by authors who never saw the
   rules, the model or any other corpus; never looked at while tuning), ``fresh5.jsonl``
-  and ``fresh6.jsonl`` (the same, written later: the honest figure); left out
+  and ``fresh6.jsonl`` (the same, written later), ``fresh7.jsonl`` and ``fresh8.jsonl``
+  (the same again, measured before and after the fourth pass: the honest figure); left out
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
@@ -57,7 +58,7 @@ from hermes.threat_model import MIN_WORDS, corpus_side, load_model
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scanner"
 TARGET_MS_PER_KB = 1.0
 #: Sets never tuned on (see tests/data/scanner/README.md).
-UNSEEN = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+UNSEEN = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
 
 # The first scanner's best-known pattern: the plain baseline.
 BASELINE = re.compile(
@@ -147,7 +148,7 @@ def gen() -> None:
 
 def fresh(unseen: bool = True) -> None:
     """What the model alone added on every corpus; with ``unseen``, the unseen sets
-    (fresh2-6, never tuned on) with and without the learned model."""
+    (fresh2-8, never tuned on) with and without the learned model."""
     sets = {half: load(half) for half in ("tune", "heldout")}
     sets["gen dev"] = [r for (_, side), rows in gen_rows().items() if side == "dev" for r in rows]
     if unseen:
@@ -254,7 +255,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per input (median reported)")
     parser.add_argument("--no-unseen", action="store_true",
-                        help="leave out the unseen sets (fresh2-6): use this while tuning")
+                        help="leave out the unseen sets (fresh2-8): use this while tuning")
     args = parser.parse_args()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     emit(figure="machine", python=platform.python_version(), platform=platform.platform(),

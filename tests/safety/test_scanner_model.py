@@ -2,7 +2,7 @@
 
 The model is trained (benchmarks/train_scanner_model.py) on tune.jsonl, the train side
 of each gen/*.jsonl and hard negatives (ordinary chat, doc paragraphs); the gen dev
-sides, heldout.jsonl and fresh2-6.jsonl are never read there. fresh2-6 are the lead's
+sides, heldout.jsonl and fresh2-8.jsonl are never read there. fresh2-8 are the lead's
 unseen sets: their floors are what the shipped scanner measured on them."""
 
 from __future__ import annotations
@@ -146,8 +146,12 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path) -> None:
 #: fresh6 were written from the issue text alone after that, measured at the start
 #: of stop 13 (58.5% / 3.5% and 48.5% / 3.0%), after the second training batch (67.5% /
 #: 3.0%, 57.5% / 3.0%) and after the third, at its end (71.5% / 3.5%, 60.0% / 3.0%: the floors).
-UNSEEN_FLOORS = {"fresh2": (0.86, 0.022), "fresh3": (0.81, 0.025), "fresh4": (0.86, 0.042),
-                 "fresh5": (0.71, 0.035), "fresh6": (0.60, 0.030)}
+# fresh7/fresh8 were written from the issue text alone during stop 14 and measured at its
+# start (71.0% / 2.5% and 67.0% / 2.5%) and at its end (80.0% / 1.5%, 73.5% / 2.5%: the
+# floors); the other sets' floors were raised to what that scanner measured on them.
+UNSEEN_FLOORS = {"fresh2": (0.94, 0.022), "fresh3": (0.86, 0.019), "fresh4": (0.89, 0.034),
+                 "fresh5": (0.75, 0.025), "fresh6": (0.68, 0.030),
+                 "fresh7": (0.80, 0.015), "fresh8": (0.73, 0.025)}
 
 
 @pytest.mark.parametrize("name", sorted(UNSEEN_FLOORS))
@@ -184,8 +188,11 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-MODEL_ADDS = 700  # measured 748 attacks (496 after the second training batch, 85 before it) …
-MODEL_FALSE = 16  # … for 14 benign texts (5 after the second batch)
+# Measured after the fourth training batch, on 29 dev sides and with the 1% budget:
+# 1,419 attacks for 48 benign texts (748 for 14 after the third batch with 0.5%, on 21;
+# 496 for 5 after the second, 85 before it).
+MODEL_ADDS = 1350
+MODEL_FALSE = 54
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
