@@ -1269,14 +1269,22 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             judged = judge.pieces(lower, least_words=MIN_WORDS)
             covered = [raw_span(piece) for piece in judged]
             if judged and all(t.span is not None and _covered(t.span, covered) for t in findings):
-                p = max(judge.score(lower[start:end]) for start, end in judged)  # as best_piece
                 # Enough read around the evidence: the pieces holding a match (an order
                 # alone in a paragraph of a long file is read as little as on its own).
-                around = [judged[i] for i, (a, b) in enumerate(covered)
-                          if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)]
-                if p < judge.veto and len({f for start, end in around for f in features(
-                        lower[start:end], judge.lexicon)}) >= _VETO_MIN_FEATURES:
-                    overruled = round(p, 4)
+                holding = {i: set(features(lower[judged[i][0]:judged[i][1]], judge.lexicon))
+                           for i, (a, b) in enumerate(covered)
+                           if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)}
+                if len(set().union(*holding.values())) >= _VETO_MIN_FEATURES:
+                    # The best piece, as best_piece; the pieces holding a match first, and
+                    # no further once one reaches the veto (an attack's usually does).
+                    p = max(map(judge.score_features, holding.values()))
+                    for i in range(len(judged)):
+                        if p >= judge.veto:
+                            break
+                        if i not in holding:
+                            p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
+                    if p < judge.veto:
+                        overruled = round(p, 4)
     if score < ruleset.threshold and consult:
         # The rules did not block: ask the learned model (trained beside the packaged
         # rules, so only with them), which knows attack vocabulary rather than exact forms.

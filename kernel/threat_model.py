@@ -274,7 +274,10 @@ class ThreatModel:
 
     def score(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack."""
-        distinct = set(features(lower, self.lexicon))
+        return self.score_features(set(features(lower, self.lexicon)))
+
+    def score_features(self, distinct: set[str]) -> float:
+        """:meth:`score` of a piece whose distinct features are already known."""
         units = sum(filter(None, map(self.weights.get, distinct)))
         z = self.bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
         return 1 / (1 + math.exp(-z))
