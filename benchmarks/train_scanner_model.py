@@ -182,6 +182,13 @@ class Sample:
         self.ruled = self.vetoable = False
 
 
+class ReadsAllAsOrdinary(ThreatModel):
+    """Probability 0 for every piece: overrules whatever the scanner lets it."""
+
+    def score_features(self, distinct: set[str]) -> float:
+        return 0.0
+
+
 def load_samples() -> list[Sample]:
     samples = []
     labelled = read_jsonl(TUNE) + gen_rows("train")
@@ -194,10 +201,10 @@ def load_samples() -> list[Sample]:
     samples += [Sample(t, 0, "chat") for t in chat_texts()]
     samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
     rules = load_rules()
-    # A model that has learned nothing (every piece p ~ 0) and never blocks asks the
+    # A model that reads every piece as plainly ordinary and never blocks asks the
     # scanner itself which texts a second opinion could overrule (hermes.safety, step 8):
     # the veto is chosen on those, under the very conditions of scan time.
-    probe = ThreatModel({}, -50.0, 2.0, LEXICON, veto=1.0)
+    probe = ReadsAllAsOrdinary({}, 0.0, 2.0, LEXICON, veto=1.0)
     for s in samples:
         report = scan(s.text, scope="memory", rules=rules, model=probe)
         s.ruled = report.score >= report.threshold  # attacks the rules miss weigh more (see design)
