@@ -56,6 +56,7 @@ from hermes.threat_model import (
     MIN_WORDS,
     MODEL_PATH,
     Lexicon,
+    ReadsAllAsOrdinary,
     ThreatModel,
     chunks,
     corpus_side,
@@ -182,13 +183,6 @@ class Sample:
         self.ruled = self.vetoable = False
 
 
-class ReadsAllAsOrdinary(ThreatModel):
-    """Probability 0 for every piece: overrules whatever the scanner lets it."""
-
-    def score_features(self, distinct: set[str]) -> float:
-        return 0.0
-
-
 def load_samples() -> list[Sample]:
     samples = []
     labelled = read_jsonl(TUNE) + gen_rows("train")
@@ -204,7 +198,7 @@ def load_samples() -> list[Sample]:
     # A model that reads every piece as plainly ordinary and never blocks asks the
     # scanner itself which texts a second opinion could overrule (hermes.safety, step 8):
     # the veto is chosen on those, under the very conditions of scan time.
-    probe = ReadsAllAsOrdinary({}, 0.0, 2.0, LEXICON, veto=1.0)
+    probe = ReadsAllAsOrdinary(LEXICON)
     for s in samples:
         report = scan(s.text, scope="memory", rules=rules, model=probe)
         s.ruled = report.score >= report.threshold  # attacks the rules miss weigh more (see design)

@@ -1261,62 +1261,72 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             keep(rule, span, excerpt, layer, f"{layer}{n}", where)
     score = _score(findings, weak)
     overruled = None
-    if (consult and len(text) <= max_chars and ruleset.threshold <= score < 2 * ruleset.threshold
-            and all(t.layer == "text" and t.kind not in _NEVER_OVERRULED for t in findings)):
-        # One rule's match in plain text: ask the model for a second opinion (decoded or
-        # invisible evidence is never overruled: the model reads only the plain text; nor
-        # an oversized text: its unscanned tail blocks on its own, step 1).
-        from .threat_model import MIN_WORDS, features, load_model
-
-        judge = model if model is not None else load_model()
-        # Every match must lie in the pieces the model judged: a short line holding the
-        # order (too few words to judge) beside ordinary paragraphs is not overruled by
-        # them. Positions are compared in the raw text, where the findings' spans are
-        # (lower-casing that changed the length, "İ", would shift them: not overruled).
-        if judge.veto > 0 and len(lower) == len(normalized):
-            judged = judge.pieces(lower, least_words=MIN_WORDS)
-            covered = [raw_span(piece) for piece in judged]
-            if judged and all(t.span is not None and _covered(t.span, covered) for t in findings):
-                # Enough read around the evidence: the pieces holding a match (an order
-                # alone in a paragraph of a long file is read as little as on its own).
-                holding = {i: set(features(lower[judged[i][0]:judged[i][1]], judge.lexicon))
-                           for i, (a, b) in enumerate(covered)
-                           if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)}
-                # Below the veto and at least _VETO_EVIDENCE below the prior, in log-odds.
-                limit = min(judge.veto, 1 / (1 + math.exp(_VETO_EVIDENCE - judge.bias)))
-                if len(set().union(*holding.values())) >= _VETO_MIN_FEATURES:
-                    # The best piece, as best_piece; the pieces holding a match first, and
-                    # no further once one reaches the limit (an attack's usually does).
-                    p = max(map(judge.score_features, holding.values()))
-                    for i in range(len(judged)):
-                        if p >= limit:
-                            break
-                        if i not in holding:
-                            p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
-                    if p < limit:
-                        overruled = round(p, 4)
-    if score < ruleset.threshold and consult:
-        # The rules did not block: ask the learned model (trained beside the packaged
-        # rules, so only with them), which knows attack vocabulary rather than exact forms.
-        # It blocks above its ``threshold``, chosen on out-of-fold scores of its training
-        # texts, ordinary chat and doc paragraphs among them (an earlier model trained
-        # without those blocked "Can you help me plan my week?").
+    one_plain_match = (ruleset.threshold <= score < 2 * ruleset.threshold and len(text) <= max_chars
+                       and all(t.layer == "text" and t.kind not in _NEVER_OVERRULED for t in findings))
+    if consult and (score < ruleset.threshold or one_plain_match):
         from .threat_model import MIN_WORDS, load_model  # the model file is read on first use only
 
         judge = model if model is not None else load_model()
-        p, (start, end) = judge.best(lower, least_words=MIN_WORDS)
-        if p >= judge.threshold:
-            piece = " ".join(normalized[start:end].split())
-            evidence = ", ".join(judge.evidence(lower[start:end]))
-            findings.append(Threat(
-                "learned_injection", f"reads like an injection to the learned model (p={p:.2f}: {evidence})",
-                piece[:80], "learned", ruleset.threshold, raw_span((start, min(end, len(normalized)))), "text"))
-            score += ruleset.threshold
+        if score >= ruleset.threshold:
+            # One rule's match in plain text: the model's second opinion (decoded or
+            # invisible evidence is never overruled: the model reads only the plain text;
+            # nor an oversized text: its unscanned tail blocks on its own, step 1).
+            overruled = _second_opinion(judge, lower, normalized, findings, raw_span)
+        else:
+            # The rules did not block: ask the learned model (trained beside the packaged
+            # rules, so only with them), which knows attack vocabulary rather than exact
+            # forms. It blocks above its ``threshold``, chosen on out-of-fold scores of its
+            # training texts, ordinary chat and doc paragraphs among them (an earlier model
+            # trained without those blocked "Can you help me plan my week?").
+            p, (start, end) = judge.best(lower, least_words=MIN_WORDS)
+            if p >= judge.threshold:
+                piece = " ".join(normalized[start:end].split())
+                evidence = ", ".join(judge.evidence(lower[start:end]))
+                findings.append(Threat(
+                    "learned_injection", f"reads like an injection to the learned model (p={p:.2f}: {evidence})",
+                    piece[:80], "learned", ruleset.threshold, raw_span((start, min(end, len(normalized)))), "text"))
+                score += ruleset.threshold
     if len(text) > max_chars:
         findings.append(Threat("oversized_input", f"longer than the {max_chars:,}-character scan window",
                                kind="oversized"))
         score += 1.0
     return ScanReport(tuple(findings), score, ruleset.threshold, overruled)
+
+
+def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: list[Threat],
+                    raw_span: _SpanMap) -> float | None:
+    """The model's probability when it overrules the rules' single plain-text match
+    (step 8), else ``None``."""
+    from .threat_model import MIN_WORDS, features
+
+    # Every match must lie in the pieces the model judged: a short line holding the order
+    # (too few words to judge) beside ordinary paragraphs is not overruled by them.
+    # Positions are compared in the raw text, where the findings' spans are (lower-casing
+    # that changed the length, "İ", would shift them: not overruled).
+    if judge.veto <= 0 or len(lower) != len(normalized):
+        return None
+    judged = judge.pieces(lower, least_words=MIN_WORDS)
+    covered = [raw_span(piece) for piece in judged]
+    if not judged or not all(t.span is not None and _covered(t.span, covered) for t in findings):
+        return None
+    # Enough read around the evidence: the pieces holding a match (an order alone in a
+    # paragraph of a long file is read as little as on its own).
+    holding = {i: set(features(lower[judged[i][0]:judged[i][1]], judge.lexicon))
+               for i, (a, b) in enumerate(covered)
+               if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)}
+    if len(set().union(*holding.values())) < _VETO_MIN_FEATURES:
+        return None
+    # Below the veto and at least _VETO_EVIDENCE below the prior, in log-odds.
+    limit = min(judge.veto, 1 / (1 + math.exp(_VETO_EVIDENCE - judge.bias)))
+    # The best piece, as best_piece; the pieces holding a match first, and no further
+    # once one reaches the limit (an attack's usually does).
+    p = max(map(judge.score_features, holding.values()))
+    for i in range(len(judged)):
+        if p >= limit:
+            return None
+        if i not in holding:
+            p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
+    return round(p, 4) if p < limit else None
 
 
 def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
@@ -1335,7 +1345,6 @@ def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
 # (_apostrophe): in "don't" or "l'IA" it is not a quotation mark.
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
-
 
 
 def _apostrophe(text: str, at: int) -> tuple[bool, bool]:

@@ -316,6 +316,18 @@ class ThreatModel:
         return [f for f in ranked[:top] if get(f, 0) > 0]
 
 
+class ReadsAllAsOrdinary(ThreatModel):
+    """A model that reads every piece as plainly ordinary (probability 0) and never
+    blocks. Passed as ``hermes.safety.scan(…, model=…)``, its ``overruled`` says which
+    texts a second opinion could overrule (the trainer chooses ``veto`` on those)."""
+
+    def __init__(self, lexicon: Lexicon | None = None) -> None:
+        super().__init__({}, 0.0, 2.0, lexicon, veto=1.0)
+
+    def score_features(self, distinct: set[str]) -> float:
+        return 0.0
+
+
 @lru_cache(maxsize=2)
 def load_model(path: str | Path | None = None) -> ThreatModel:
     """The model in ``path`` (default: the packaged ``threat_model.json``), read once per

@@ -230,15 +230,10 @@ def test_a_one_line_order_gives_the_model_too_little_to_overrule(use_model) -> N
     assert scan(ONE_RULE).overruled is not None  # a sentence of ordinary context is enough
 
 
-class ReadsAllAsOrdinary(threat_model.ThreatModel):
-    def score_features(self, distinct: set[str]) -> float:
-        return 0.0
-
-
 def test_a_model_given_with_explicit_rules_is_asked() -> None:
     # How the trainer learns which texts a veto could overrule: a model that reads every
     # piece as plainly ordinary (p = 0) and never blocks, under the scanner's own conditions.
-    probe = ReadsAllAsOrdinary({}, 0.0, 2.0, veto=1.0)
+    probe = threat_model.ReadsAllAsOrdinary()
     rules = load_rules()
     assert scan(ONE_RULE, rules=rules, model=probe).overruled is not None
     assert scan(MANY_RULES, rules=rules, model=probe).overruled is None
