@@ -7,12 +7,17 @@ Deterministic: the same inputs give the same file byte for byte. What it reads:
   each line's side is fixed by a hash of its text (``hermes.threat_model.corpus_side``),
   so lines appended later keep theirs and the halves stay stratified by label and
   language in expectation; the DEV halves are never read here;
+* the TRAIN half of the outside sets already measured (``OUTSIDE``: fresh2-8, written by
+  authors who read nothing in the repository, each measured as an unseen set before it
+  joined), split the same way; their dev halves are validation sets. A new unseen set is
+  measured first and added to ``OUTSIDE`` only after that;
 * hard negatives: the 2,000 ordinary chat messages of ``benchmarks/recall_corpus`` and
   ``tests/data/scanner/benign_extra.jsonl``, paragraphs of this repository's docs
   (a snapshot, so that editing a doc does not change the model; ``--refresh-extras``
   rebuilds it, leaving out every paragraph the rules block — those quote attacks).
 
-``heldout.jsonl``, the gen dev halves and the ``fresh*`` files are never read.
+``heldout.jsonl``, the gen and outside dev halves and the fresh sets not in ``OUTSIDE`` are
+never read.
 
 L2-regularised logistic regression by full-batch gradient descent over the features of
 hermes.threat_model.features (binary, scaled by 1/sqrt(max(count, MIN_FEATURES)) like at
@@ -69,6 +74,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "scanner"
 TUNE = DATA / "tune.jsonl"
 GEN = DATA / "gen"
+#: The measured unseen sets whose train halves are trained on (see the module notes). Their
+#: texts are the nearest thing to attacks nobody has shown the scanner: the first stop that
+#: trained on them gained 1.8 points of attacks blocked on their dev halves (80.1% ->
+#: 81.9%) at the same false positives.
+OUTSIDE = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
 EXTRA = DATA / "benign_extra.jsonl"
 CONCEPTS = ROOT / "kernel" / "threat_concepts.yaml"
 CHAT = ROOT / "benchmarks" / "recall_corpus" / "sessions.jsonl"
@@ -77,7 +87,11 @@ STEPS = 2000
 RATE = 8.0
 MOMENTUM = 0.9
 QUANT = 100  # weights are stored as integers of 1/QUANT …
-PRUNE = 0.05  # … and weights smaller than this are dropped (in the cross-validation too)
+#: … and weights smaller than this are dropped (in the cross-validation too). 0.08 since the
+#: fifth batch (0.05 before): at 0.05 the file grew to 1.52 MB, over its 1.5 MB budget;
+#: at 0.08 it is 1.36 MB and no worse on the validation sets (at least 4 texts per
+#: feature instead, 1.12 MB, lost 0.7 points of attacks on the outside sets' dev halves).
+PRUNE = 0.08
 FOLDS = 5
 #: Piece discounts tried (hermes.threat_model.discount); cross-validation picks one. Not
 #: beyond 1.0: the short texts dominate the out-of-fold block rate, and at 1.5 (which it
@@ -106,16 +120,18 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def gen_rows(side: str) -> list[dict]:
-    """The lines of every gen/*.jsonl on ``side`` ("train" or "dev"), with ``set`` naming
-    the file; lines missing a field are skipped with one line naming them."""
+    """The lines of every gen/*.jsonl and ``OUTSIDE`` set on ``side`` ("train" or "dev"),
+    with ``set`` naming the file; lines missing a field are skipped with one line naming
+    them."""
     out = []
-    for path in sorted(GEN.glob("*.jsonl")) if GEN.is_dir() else []:
+    paths = sorted(GEN.glob("*.jsonl")) if GEN.is_dir() else []
+    for path in [*paths, *(DATA / f"{name}.jsonl" for name in OUTSIDE)]:
         for row in read_jsonl(path):
             if not isinstance(row.get("text"), str) or row.get("label") not in ("attack", "benign"):
                 print(f"{path}: skipped a line without text/label: {str(row)[:80]}", file=sys.stderr)
                 continue
             if corpus_side(row["text"]) == side:
-                out.append({**row, "set": f"gen/{path.stem}"})
+                out.append({**row, "set": f"gen/{path.stem}" if path.parent == GEN else path.stem})
     return out
 
 
@@ -168,10 +184,10 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "label", "lower", "pieces", "ruled", "text", "vetoable")
+    __slots__ = ("feats", "group", "label", "lower", "pieces", "ruled", "scope", "text", "vetoable")
 
-    def __init__(self, text: str, label: int, group: str) -> None:
-        self.text, self.label, self.group = text, label, group
+    def __init__(self, text: str, label: int, group: str, scope: str = "memory") -> None:
+        self.text, self.label, self.group, self.scope = text, label, group, scope
         self.lower = lower = normalize_for_scan(text).lower()
         # Attacks are trained on whole; a long benign text on each piece (what is scored).
         units = [lower] if label or len(lower) <= CHUNK else [lower[a:b] for a, b in chunks(lower)] or [lower]
@@ -191,16 +207,16 @@ def load_samples() -> list[Sample]:
         # has many pieces, so many chances of a false positive.
         group = ("attack" if row["label"] == "attack" else "long" if row.get("set", "").startswith("gen/docs")
                  else "labelled")
-        samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, group))
+        samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, group, row.get("scope", "memory")))
     samples += [Sample(t, 0, "chat") for t in chat_texts()]
-    samples += [Sample(r["text"], 0, "docs") for r in read_jsonl(EXTRA)]
+    samples += [Sample(r["text"], 0, "docs", "context_file") for r in read_jsonl(EXTRA)]
     rules = load_rules()
     # A model that reads every piece as plainly ordinary and never blocks asks the
     # scanner itself which texts a second opinion could overrule (hermes.safety, step 8):
     # the veto is chosen on those, under the very conditions of scan time.
     probe = ReadsAllAsOrdinary(LEXICON)
     for s in samples:
-        report = scan(s.text, scope="memory", rules=rules, model=probe)
+        report = scan(s.text, scope=s.scope, rules=rules, model=probe)
         s.ruled = report.score >= report.threshold  # attacks the rules miss weigh more (see design)
         s.vetoable = report.overruled is not None
     return samples
@@ -372,6 +388,7 @@ def main() -> int:
     kept = dict(sorted(weights.items()))
     counts = Counter(s.group for s in samples)
     sources = ["tests/data/scanner/tune.jsonl", "tests/data/scanner/gen/*.jsonl (train side)",
+               *(f"tests/data/scanner/{name}.jsonl (train side)" for name in OUTSIDE),
                "benchmarks/recall_corpus/sessions.jsonl", "tests/data/scanner/benign_extra.jsonl"]
     data = {"format": 2, "trained_on": sources, "texts": dict(sorted(counts.items())),
             "threshold": alone, "piece_discount": per, **report,
