@@ -19,7 +19,8 @@ Prints one JSON line per figure:
   and ``fresh6.jsonl`` (the same, written later), ``fresh7.jsonl`` and ``fresh8.jsonl``
   (the same again, measured before and after the fourth pass). The model learns from the
   train halves of fresh2-8 since stop 15, so only their dev halves are measured (the
-  honest figure is a set written after that, measured before it joins); left out
+  honest figure is a set written after that, measured before it joins: ``fresh9.jsonl``
+  and ``fresh10.jsonl``, measured at the start and end of stop 15); left out
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
@@ -60,7 +61,7 @@ from hermes.threat_model import MIN_WORDS, MODEL_PATH, corpus_side, load_model
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scanner"
 TARGET_MS_PER_KB = 1.0
 #: Sets never tuned on (see tests/data/scanner/README.md).
-UNSEEN = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
+UNSEEN = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10")
 
 # The first scanner's best-known pattern: the plain baseline.
 BASELINE = re.compile(
