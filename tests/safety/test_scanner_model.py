@@ -157,11 +157,13 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path) -> None:
 # ("poisoned sources the agent stored") and fresh10 ("native speakers, not
 # translations") were written from the issue text alone during stop 15, measured at its
 # start (54.0% / 3.5% and 60.5% / 1.0%) and at its end (57.5% / 3.5%, 65.5% / 1.0%: the
-# floors); nothing learns from them yet.
+# floors); nothing learns from them yet. One benign line of fresh10, six English words, is
+# also on fresh5's train side: it is left out of fresh10's measure (2 of 199 benign texts
+# blocked, 1.01%; 2 of 200 with it).
 UNSEEN_FLOORS = {"fresh2": (0.95, 0.044), "fresh3": (0.89, 0.013), "fresh4": (0.91, 0.047),
                  "fresh5": (0.82, 0.021), "fresh6": (0.68, 0.012),
                  "fresh7": (0.79, 0.011), "fresh8": (0.81, 0.027),
-                 "fresh9": (0.575, 0.035), "fresh10": (0.655, 0.010)}
+                 "fresh9": (0.575, 0.035), "fresh10": (0.655, 0.011)}
 
 
 def trained_on_train_side(name: str) -> bool:
@@ -170,11 +172,37 @@ def trained_on_train_side(name: str) -> bool:
     return f"tests/data/scanner/{name}.jsonl (train side)" in data["trained_on"]
 
 
+def learned_texts() -> set[str]:
+    """The corpus texts the packaged model learned from: tune.jsonl and the train side of
+    gen/*.jsonl and of each outside set it names. A text is split by its hash alone, so a
+    copy of one of them in any other file (fresh10 holds one of fresh5's) was learned too."""
+    texts = {r["text"] for r in load("tune")} | {r["text"] for rows in load_gen("train").values() for r in rows}
+    for name in UNSEEN_FLOORS:
+        if trained_on_train_side(name):
+            texts |= {r["text"] for r in load(name) if corpus_side(r["text"]) == "train"}
+    return texts
+
+
+def unseen_rows(name: str, learned: set[str]) -> list[dict]:
+    """What of ``<name>.jsonl`` the model never saw: the dev half of a set whose train half
+    it learned from, the whole of one it did not, in both cases less any copied text."""
+    return [r for r in load(name) if r["text"] not in learned]
+
+
+def test_no_measured_text_was_learned() -> None:
+    learned = learned_texts()
+    assert not any(r["text"] in learned for r in load("heldout"))
+    assert not any(r["text"] in learned for rows in load_gen("dev").values() for r in rows)
+    for name in UNSEEN_FLOORS:
+        rows = unseen_rows(name, learned)
+        assert rows and not any(r["text"] in learned for r in rows), name
+        if trained_on_train_side(name):
+            assert all(corpus_side(r["text"]) == "dev" for r in rows), name
+
+
 @pytest.mark.parametrize("name", sorted(UNSEEN_FLOORS))
 def test_unseen_rates_meet_their_measured_floor(name: str) -> None:
-    rows = load(name)
-    if trained_on_train_side(name):  # then only its dev half is unseen
-        rows = [r for r in rows if corpus_side(r["text"]) == "dev"]
+    rows = unseen_rows(name, learned_texts())
     attacks = [r for r in rows if r["label"] == "attack"]
     benign = [r for r in rows if r["label"] == "benign"]
     assert len(attacks) >= 40 and len(benign) >= 40 and len({r["language"] for r in rows}) >= 8
