@@ -1,10 +1,11 @@
 """The scanner's learned component (kernel/threat_model.json, hermes.threat_model).
 
 The model is trained (benchmarks/train_scanner_model.py) on tune.jsonl, the train side
-of each gen/*.jsonl and hard negatives (ordinary chat, doc paragraphs); the gen dev
-sides, heldout.jsonl and the dev halves of fresh2-8 are never read there, nor fresh9-10.
-The fresh sets are the lead's unseen sets: their floors are what the shipped scanner
-measured on them (on the dev half of a set whose train half the model learned from)."""
+of each gen/*.jsonl and of fresh2-8 (``OUTSIDE`` there; the model file names them) and
+hard negatives (ordinary chat, doc paragraphs); the gen dev sides, heldout.jsonl and the
+dev halves of fresh2-8 are never read there, nor fresh9-10. The fresh sets are the
+lead's unseen sets: their floors are what the shipped scanner measured on the texts it
+never learned from (a trained-on set's dev half; no copy of a training text)."""
 
 from __future__ import annotations
 
