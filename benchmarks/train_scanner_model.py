@@ -17,7 +17,10 @@ Deterministic: the same inputs give the same file byte for byte. What it reads:
   rebuilds it, leaving out every paragraph the rules block — those quote attacks).
 
 ``heldout.jsonl``, the gen and outside dev halves and the fresh sets not in ``OUTSIDE`` are
-never read.
+never read. A text's side is its hash's, whatever file holds it, so a text copied into
+two files is learned through its train-side copy (one benign line of fresh10 is also on
+fresh5's train side): the unseen floors of tests/safety/test_scanner_model.py leave such
+copies out, and a test there fails if heldout.jsonl or a gen dev side holds one.
 
 L2-regularised logistic regression by full-batch gradient descent over the features of
 hermes.threat_model.features (binary, scaled by 1/sqrt(max(count, MIN_FEATURES)) like at
