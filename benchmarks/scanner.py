@@ -163,8 +163,9 @@ def fresh(unseen: bool = True) -> None:
         # fresh5's train side). The same selection as the floors' in test_scanner_model.py.
         learned = {r["text"] for r in sets["tune"]} | {
             r["text"] for (_, side), rows in gen_sides.items() if side == "train" for r in rows}
-        for name in UNSEEN:
-            if f"tests/data/scanner/{name}.jsonl (train side)" in trained_on:
+        for source in trained_on:  # every outside set the file names, measured here or not
+            name = source.removeprefix("tests/data/scanner/").removesuffix(".jsonl (train side)")
+            if source.endswith(" (train side)") and "/" not in name:  # not gen/*.jsonl
                 learned |= {r["text"] for r in load(name) if corpus_side(r["text"]) == "train"}
         for name in UNSEEN:
             sets[name] = [r for r in load(name) if r["text"] not in learned]

@@ -178,8 +178,11 @@ def learned_texts() -> set[str]:
     gen/*.jsonl and of each outside set it names. A text is split by its hash alone, so a
     copy of one of them in any other file (fresh10 holds one of fresh5's) was learned too."""
     texts = {r["text"] for r in load("tune")} | {r["text"] for rows in load_gen("train").values() for r in rows}
-    for name in UNSEEN_FLOORS:
-        if trained_on_train_side(name):
+    # Every outside set the file names, with a floor here or not (one that joins OUTSIDE
+    # without one still must not leak into the sets measured).
+    for source in json.loads(MODEL_PATH.read_text(encoding="utf-8"))["trained_on"]:
+        name = source.removeprefix("tests/data/scanner/").removesuffix(".jsonl (train side)")
+        if source.endswith(" (train side)") and "/" not in name:  # not gen/*.jsonl
             texts |= {r["text"] for r in load(name) if corpus_side(r["text"]) == "train"}
     return texts
 
