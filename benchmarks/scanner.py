@@ -150,23 +150,27 @@ def gen() -> None:
              rules_only=tally([r for r, _, _ in items], [o for _, _, o in items]))
 
 
+def learned_texts() -> set[str]:
+    """The corpus texts the packaged model learned from: tune.jsonl and the train side of
+    gen/*.jsonl and of every outside set its file names (measured here or not). A text's
+    side is its hash's, so a copy of one in another file (fresh10 holds one of fresh5's
+    train side) was learned too. The unseen floors of test_scanner_model.py use this."""
+    learned = {r["text"] for r in load("tune")}
+    learned |= {r["text"] for (_, side), rows in gen_rows().items() if side == "train" for r in rows}
+    for source in json.loads(MODEL_PATH.read_text(encoding="utf-8"))["trained_on"]:
+        name = source.removeprefix("tests/data/scanner/").removesuffix(".jsonl (train side)")
+        if source.endswith(" (train side)") and "/" not in name:  # not gen/*.jsonl
+            learned |= {r["text"] for r in load(name) if corpus_side(r["text"]) == "train"}
+    return learned
+
+
 def fresh(unseen: bool = True) -> None:
     """What the model alone added on every corpus; with ``unseen``, the unseen sets
     (``UNSEEN``: what the model never saw of them) with and without the learned model."""
     sets = {half: load(half) for half in ("tune", "heldout")}
-    gen_sides = gen_rows()
-    sets["gen dev"] = [r for (_, side), rows in gen_sides.items() if side == "dev" for r in rows]
+    sets["gen dev"] = [r for (_, side), rows in gen_rows().items() if side == "dev" for r in rows]
     if unseen:
-        trained_on = json.loads(MODEL_PATH.read_text(encoding="utf-8"))["trained_on"]
-        # The texts the model learned: of a set whose train half it names, that half; and a
-        # copy of a learned text in another set is no unseen text (fresh10 holds one of
-        # fresh5's train side). The same selection as the floors' in test_scanner_model.py.
-        learned = {r["text"] for r in sets["tune"]} | {
-            r["text"] for (_, side), rows in gen_sides.items() if side == "train" for r in rows}
-        for source in trained_on:  # every outside set the file names, measured here or not
-            name = source.removeprefix("tests/data/scanner/").removesuffix(".jsonl (train side)")
-            if source.endswith(" (train side)") and "/" not in name:  # not gen/*.jsonl
-                learned |= {r["text"] for r in load(name) if corpus_side(r["text"]) == "train"}
+        learned = learned_texts()  # so a trained-on set is its dev half, less any copied text
         for name in UNSEEN:
             sets[name] = [r for r in load(name) if r["text"] not in learned]
     for half, rows in sets.items():

@@ -173,18 +173,19 @@ def trained_on_train_side(name: str) -> bool:
     return f"tests/data/scanner/{name}.jsonl (train side)" in data["trained_on"]
 
 
+def scanner_bench():
+    """benchmarks/scanner.py as a module (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location("scanner_bench", ROOT / "benchmarks" / "scanner.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
 def learned_texts() -> set[str]:
-    """The corpus texts the packaged model learned from: tune.jsonl and the train side of
-    gen/*.jsonl and of each outside set it names. A text is split by its hash alone, so a
-    copy of one of them in any other file (fresh10 holds one of fresh5's) was learned too."""
-    texts = {r["text"] for r in load("tune")} | {r["text"] for rows in load_gen("train").values() for r in rows}
-    # Every outside set the file names, with a floor here or not (one that joins OUTSIDE
-    # without one still must not leak into the sets measured).
-    for source in json.loads(MODEL_PATH.read_text(encoding="utf-8"))["trained_on"]:
-        name = source.removeprefix("tests/data/scanner/").removesuffix(".jsonl (train side)")
-        if source.endswith(" (train side)") and "/" not in name:  # not gen/*.jsonl
-            texts |= {r["text"] for r in load(name) if corpus_side(r["text"]) == "train"}
-    return texts
+    """What the packaged model learned from (the benchmark's selection, so that its unseen
+    figures and these floors measure the same texts)."""
+    return scanner_bench().learned_texts()
 
 
 def unseen_rows(name: str, learned: set[str]) -> list[dict]:
@@ -195,7 +196,9 @@ def unseen_rows(name: str, learned: set[str]) -> list[dict]:
 
 def test_no_measured_text_was_learned() -> None:
     learned = learned_texts()
-    assert not any(r["text"] in learned for r in load("heldout"))
+    # It holds what the tests' own loaders call the training side …
+    assert {r["text"] for r in load("tune")} | {r["text"] for rows in load_gen("train").values() for r in rows} <= learned
+    assert not any(r["text"] in learned for r in load("heldout"))  # … and nothing held back
     assert not any(r["text"] in learned for rows in load_gen("dev").values() for r in rows)
     for name in UNSEEN_FLOORS:
         rows = unseen_rows(name, learned)
@@ -261,10 +264,7 @@ def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece(
 
 
 def test_benchmark_reports_gen_sides_and_keeps_unseen_sets_out_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("scanner_bench", ROOT / "benchmarks" / "scanner.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = scanner_bench()
     bench.fresh(unseen=False)
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert {x["half"] for x in lines if x["figure"] == "model_contribution"} == {"tune", "heldout", "gen dev"}
