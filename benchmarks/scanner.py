@@ -18,7 +18,8 @@ Prints one JSON line per figure:
   rules, the model or any other corpus; never looked at while tuning), ``fresh5.jsonl``
   and ``fresh6.jsonl`` (the same, written later), ``fresh7.jsonl`` and ``fresh8.jsonl``
   (the same again, measured before and after the fourth pass). The model learns from the
-  train halves of fresh2-8 since stop 15, so only their dev halves are measured (the
+  train halves of fresh2-8 since stop 15, so only their dev halves are measured, and of
+  every set no copy of a text it learned (``learned_texts``; fresh10 holds one) (the
   honest figure is a set written after that, measured before it joins: ``fresh9.jsonl``
   and ``fresh10.jsonl``, measured at the start and end of stop 15); left out
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
