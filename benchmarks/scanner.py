@@ -19,9 +19,9 @@ Prints one JSON line per figure:
   and ``fresh6.jsonl`` (the same, written later), ``fresh7.jsonl`` and ``fresh8.jsonl``
   (the same again, measured before and after the fourth pass). The model learns from the
   train halves of fresh2-8 since stop 15, so only their dev halves are measured, and of
-  every set no copy of a text it learned (``learned_texts``; fresh10 holds one) (the
-  honest figure is a set written after that, measured before it joins: ``fresh9.jsonl``
-  and ``fresh10.jsonl``, measured at the start and end of stop 15); left out
+  every set no copy of a text it learned (``learned_texts``; fresh10 holds one). The
+  honest figure is a set written after that and measured before it joins:
+  ``fresh9.jsonl`` and ``fresh10.jsonl``, measured at the start and end of stop 15. Left out
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
@@ -275,7 +275,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per input (median reported)")
     parser.add_argument("--no-unseen", action="store_true",
-                        help="leave out the unseen sets (fresh2-8): use this while tuning")
+                        help="leave out the unseen sets (fresh2-10): use this while tuning")
     args = parser.parse_args()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     emit(figure="machine", python=platform.python_version(), platform=platform.platform(),
