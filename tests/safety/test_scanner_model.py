@@ -182,9 +182,10 @@ def scanner_bench():
     return bench
 
 
-def learned_texts() -> set[str]:
+@pytest.fixture(scope="module")
+def learned() -> set[str]:
     """What the packaged model learned from (the benchmark's selection, so that its unseen
-    figures and these floors measure the same texts)."""
+    figures and these floors measure the same texts); read once for the module's tests."""
     return scanner_bench().learned_texts()
 
 
@@ -194,22 +195,25 @@ def unseen_rows(name: str, learned: set[str]) -> list[dict]:
     return [r for r in load(name) if r["text"] not in learned]
 
 
-def test_no_measured_text_was_learned() -> None:
-    learned = learned_texts()
+def test_no_measured_text_was_learned(learned: set[str]) -> None:
     # It holds what the tests' own loaders call the training side …
     assert {r["text"] for r in load("tune")} | {r["text"] for rows in load_gen("train").values() for r in rows} <= learned
     assert not any(r["text"] in learned for r in load("heldout"))  # … and nothing held back
     assert not any(r["text"] in learned for rows in load_gen("dev").values() for r in rows)
     for name in UNSEEN_FLOORS:
-        rows = unseen_rows(name, learned)
-        assert rows and not any(r["text"] in learned for r in rows), name
-        if trained_on_train_side(name):
-            assert all(corpus_side(r["text"]) == "dev" for r in rows), name
+        # What a set is measured on: its dev half when the model learned its train half,
+        # else all of it, less copies of training texts. Copies are rare (fresh10 holds
+        # one of fresh5's train side); a set pasted into the training data would not be.
+        whole = load(name)
+        expected = [r for r in whole if corpus_side(r["text"]) == "dev"] if trained_on_train_side(name) else whole
+        kept = unseen_rows(name, learned)
+        assert kept and all(r in expected for r in kept), name
+        assert len(expected) - len(kept) <= max(1, len(expected) // 100), (name, len(expected) - len(kept))
 
 
 @pytest.mark.parametrize("name", sorted(UNSEEN_FLOORS))
-def test_unseen_rates_meet_their_measured_floor(name: str) -> None:
-    rows = unseen_rows(name, learned_texts())
+def test_unseen_rates_meet_their_measured_floor(name: str, learned: set[str]) -> None:
+    rows = unseen_rows(name, learned)
     attacks = [r for r in rows if r["label"] == "attack"]
     benign = [r for r in rows if r["label"] == "benign"]
     assert len(attacks) >= 40 and len(benign) >= 40 and len({r["language"] for r in rows}) >= 8
