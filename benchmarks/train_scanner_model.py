@@ -122,7 +122,7 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def gen_rows(side: str) -> list[dict]:
+def corpus_rows(side: str) -> list[dict]:
     """The lines of every gen/*.jsonl and ``OUTSIDE`` set on ``side`` ("train" or "dev"),
     with ``set`` naming the file; lines missing a field are skipped with one line naming
     them."""
@@ -204,7 +204,7 @@ class Sample:
 
 def load_samples() -> list[Sample]:
     samples = []
-    labelled = read_jsonl(TUNE) + gen_rows("train")
+    labelled = read_jsonl(TUNE) + corpus_rows("train")
     for row in labelled:
         # Long labelled documents (gen/docs.jsonl) are their own benign group: a long text
         # has many pieces, so many chances of a false positive.
