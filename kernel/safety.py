@@ -174,11 +174,14 @@ _PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
 _ENTITY_RE = re.compile(r"&(?:#\d{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});")
 _DEF_RE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 # A negation just before a match ("never print the .env") turns an order into a rule
-# the user wrote; used by rules marked ``negatable``.
-_NEGATION_RE = re.compile(
-    r"(?:\b(?:never|not|don'?t|doesn'?t|shouldn'?t|mustn'?t|avoid|without|no)\b|n't)[^.!?\n]{0,30}$",
-    re.IGNORECASE,
-)
+# the user wrote; used by rules marked ``negatable``. The rules file's ``negation``
+# section replaces it (in many languages); this is the default for a file without one.
+NEGATION_BEFORE = r"(?:\b(?:never|not|don'?t|doesn'?t|shouldn'?t|mustn'?t|avoid|without|no)\b|n't)[^.!?\n]{0,30}$"
+#: How far before a match ``negation.before`` looks, and how far past a match's end (to
+#: the sentence's end) ``negation.within`` does: verb-final languages negate after the
+#: object ("….env の値は貼らないで").
+NEGATION_LOOKBACK, NEGATION_LOOKAHEAD = 40, 24
+_SENTENCE_END_RE = re.compile(r"[.!?。！？\n]")
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,9 @@ class ThreatRule:
 
     ``pattern`` is searched on normalised text (case-insensitive unless ``case``
     is ``sensitive``); ``inner`` must then occur inside a match and ``unless`` must not;
-    ``negatable`` skips a match preceded by a negation ("never …"). ``any`` lists words
+    ``negatable`` skips a match preceded by a negation ("never …", ``negation_before``);
+    ``negated_within``, when set, also skips one holding a negated verb of its own
+    (".env … must not print … chat"). ``any`` lists words
     (or, for scripts without spaces and for symbols, substrings) of which at least one
     must be in the text for the pattern to run at all — the prefilter that keeps a scan
     cheap. Expressions are compiled on first use.
@@ -229,6 +234,10 @@ class ThreatRule:
     inner: str | None = None
     unless: str | None = None
     negatable: bool = False
+    #: The negation expressions (the rules file's ``negation`` section) of a negatable
+    #: rule: one searched just before a match, one inside it (``negatable: within``).
+    negation_before: str = NEGATION_BEFORE
+    negated_within: str | None = None
     any: frozenset[str] = frozenset()
     #: A second prefilter group: one of these must be in the text too (a rule that
     #: needs a file name *and* a network command lists one under each).
@@ -280,6 +289,25 @@ class ThreatRule:
         return self._compiled(lambda: re.compile(self.unless, self.flags)) if self.unless else None
 
     @cached_property
+    def _negation(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+        within = self.negated_within
+        return (self._compiled(lambda: re.compile(self.negation_before, re.IGNORECASE)),
+                self._compiled(lambda: re.compile(within, re.IGNORECASE)) if within else None)
+
+    def negated(self, text: str, start: int, end: int) -> bool:
+        """Whether the match ``text[start:end]`` is negated: a negation right before it,
+        or (``negated_within``) a negated verb inside it or later in its sentence."""
+        before, within = self._negation
+        if before.search(text, max(0, start - NEGATION_LOOKBACK), start):
+            return True
+        if within is None:
+            return False
+        stop = min(len(text), end + NEGATION_LOOKAHEAD)
+        if (full_stop := _SENTENCE_END_RE.search(text, end, stop)) is not None:
+            stop = full_stop.start()
+        return within.search(text, start, stop) is not None
+
+    @cached_property
     def _lowered(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, re.Pattern[str] | None] | None:
         # The same expressions, lower-cased and case-sensitive, for matching against
         # lower-cased text: Python's re is several times slower with IGNORECASE. Only
@@ -300,7 +328,7 @@ class ThreatRule:
 
     def check(self) -> None:
         """Compile every expression of the rule now; raises :class:`RuleError`."""
-        self.regex, self._inner, self._unless, self._lowered  # noqa: B018 — compiling is the point
+        self.regex, self._inner, self._unless, self._lowered, self._negation  # noqa: B018 — compiling is the point
 
     def find(self, text: str, pos: int = 0, endpos: int | None = None, *,
              lower: str | None = None) -> tuple[int, int] | None:
@@ -325,7 +353,7 @@ class ThreatRule:
                 continue
             if unless is not None and unless.search(text, max(0, start - self.unless_window), end + self.unless_window):
                 continue
-            if self.negatable and _NEGATION_RE.search(text, max(0, start - 40), start):
+            if self.negatable and self.negated(text, start, end):
                 continue
             return start, end
         return None
@@ -701,8 +729,10 @@ def _fold(literal: str) -> str:
     return unicodedata.normalize("NFKC", literal).translate(_CONFUSABLES)
 
 
-def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], source: str) -> ThreatRule:
-    """One rule of a rules file's ``rules`` list; raises :class:`RuleError`."""
+def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], source: str,
+                negation: tuple[str, str | None] = (NEGATION_BEFORE, None)) -> ThreatRule:
+    """One rule of a rules file's ``rules`` list (``negation``: the file's ``negation``
+    expressions, before and within); raises :class:`RuleError`."""
     where = f"{source}: rule {item.get('id', i) if isinstance(item, dict) else i}"
     if not isinstance(item, dict) or "id" not in item or "pattern" not in item:
         raise RuleError(f"{where}: each rule needs at least 'id' and 'pattern'")
@@ -712,6 +742,11 @@ def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], 
     if not scope_set <= set(SCOPES):
         raise RuleError(f"{where}: unknown scope(s) {sorted(scope_set - set(SCOPES))}; use {', '.join(SCOPES)}")
     kind = str(item.get("kind", "other"))
+    negatable = item.get("negatable", False)
+    if negatable not in (True, False, "within"):
+        raise RuleError(f"{where}: negatable is true, false or 'within', not {negatable!r}")
+    if negatable == "within" and not negation[1]:
+        raise RuleError(f"{where}: negatable: within needs the file's negation.within expression")
     flags = 0 if item.get("case") == "sensitive" else re.IGNORECASE
     if item.get("dotall"):
         flags |= re.DOTALL
@@ -724,7 +759,9 @@ def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], 
         weight=float(item.get("weight", 1.0)),
         inner=_expand(str(item["inner"]), defs, where) if item.get("inner") else None,
         unless=_expand(str(item["unless"]), defs, where) if item.get("unless") else None,
-        negatable=bool(item.get("negatable", False)),
+        negatable=bool(negatable),
+        negation_before=negation[0],
+        negated_within=negation[1] if negatable == "within" else None,
         any=frozenset(_trigger(str(t)) for t in item.get("any") or ()),
         also=frozenset(_trigger(str(t)) for t in item.get("also") or ()),
         flags=flags,
@@ -754,10 +791,21 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
     for name in list(defs):
         defs[name] = _expand(defs[name], defs, f"{source}: defs.{name}")
     kinds = {str(k): str(v) for k, v in (data.get("kinds") or {}).items()}
+    raw_negation = data.get("negation") or {}
+    if not isinstance(raw_negation, dict):
+        raise RuleError(f"{source}: negation: expected a mapping with 'before' and 'within'")
+    negation = (_expand(str(raw_negation.get("before") or NEGATION_BEFORE), defs, f"{source}: negation.before"),
+                _expand(str(raw_negation["within"]), defs, f"{source}: negation.within")
+                if raw_negation.get("within") else None)
+    for part, expression in zip(("before", "within"), negation, strict=True):
+        try:
+            re.compile(expression or "", re.IGNORECASE)
+        except re.error as exc:
+            raise RuleError(f"{source}: negation.{part}: bad regular expression: {exc}") from None
     rules: list[ThreatRule] = []
     seen: set[str] = set()
     for i, item in enumerate(data["rules"]):
-        rule = _parse_rule(item, i, defs, kinds, source)
+        rule = _parse_rule(item, i, defs, kinds, source, negation)
         if rule.id in seen:
             raise RuleError(f"{source}: rule {rule.id}: duplicate id")
         seen.add(rule.id)
@@ -1237,7 +1285,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     lower = normalized.lower()
     words = _WORD_RE.findall(lower)
     for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, lower=lower, words=words)):
-        if rule.kind in ruleset.quoted_kinds and _quoted(normalized, span):
+        if rule.kind in ruleset.quoted_kinds and _partly_quoted(normalized, span):
             if about_attacks is None:
                 about_attacks = ruleset.quoted_meta is not None and ruleset.quoted_meta.search(normalized) is not None
             if about_attacks:
@@ -1388,6 +1436,15 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
                 return True
             at = text.find("'", at + 1, end + len(right))
     return False
+
+
+def _partly_quoted(text: str, span: tuple[int, int]) -> bool:
+    """Whether ``span`` stands inside quotation marks, or reaches into or out of one: a
+    match that runs from "the summarisation model (" into the quoted example after it
+    ("disregard your guidelines …") reads the example, not an order."""
+    start, end = span
+    return (_quoted(text, span) or _quoted(text, (start, min(start + 1, end)))
+            or _quoted(text, (max(end - 1, start), end)))
 
 
 #: Weak hints add up only when they are this close (characters): two harmless phrases
