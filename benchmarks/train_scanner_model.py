@@ -7,7 +7,7 @@ Deterministic: the same inputs give the same file byte for byte. What it reads:
   each line's side is fixed by a hash of its text (``hermes.threat_model.corpus_side``),
   so lines appended later keep theirs and the halves stay stratified by label and
   language in expectation; the DEV halves are never read here;
-* the TRAIN half of the outside sets already measured (``OUTSIDE``: fresh2-8, written by
+* the TRAIN half of the outside sets already measured (``OUTSIDE``: fresh2-12, written by
   authors who read nothing in the repository, each measured as an unseen set before it
   joined), split the same way; their dev halves are validation sets. A new unseen set is
   measured first and added to ``OUTSIDE`` only after that;
@@ -32,12 +32,21 @@ fixed shares. Long benign texts are trained on in the pieces the scanner scores
 fit, by the one of its pieces the first fit finds most like an attack (the scanner
 judges pieces, and the attack in a long document is one paragraph of it).
 
+Beside it, a second linear model over character n-grams (hermes.threat_model.char_grams,
+binary, weighted by idf and divided by sqrt(max(count, MIN_FEATURES)); the CHAR_KEEP
+largest weights kept), fitted by L-BFGS on the same rows and weights, with each long
+attack represented by the piece the word model chose. At scan time a piece's log-odds
+are ``mix`` times the word model's plus the rest times the character model's; the
+character model is skipped where the word model's log-odds are below ``char_floor``.
+
 ``threshold`` is chosen on out-of-fold probabilities (5-fold cross-validation over the
 training texts, each text scored as at scan time: its best piece): the lowest
 probability whose out-of-fold false-positive rate is at most --max-fp on every benign
 source (the labelled texts and long documents together, chat, docs). The discount of a long text's best piece
 (``piece_discount``, per ln(pieces)) is chosen the same way: of DISCOUNTS, the one whose
-threshold blocks the most out-of-fold attacks. (A second, lower threshold for texts
+threshold blocks the most out-of-fold attacks, and with it the mix (of MIXES; 1.0 is the
+word model alone); then ``char_floor``, the highest of FLOORS that loses at most
+FLOOR_MISS of the attacks blocked out of fold. (A second, lower threshold for texts
 where a rule raised a weak hint came out equal to this one and was dropped.)
 ``veto`` (below it the model overrules a single rule's plain-text match, hermes.safety
 step 8) is chosen on the same out-of-fold probabilities: the highest of VETOES that lets
@@ -56,6 +65,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import minimize
+from scipy.sparse import csr_matrix
 
 from hermes.safety import load_rules, normalize_for_scan, scan
 from hermes.threat_model import (
@@ -66,6 +77,7 @@ from hermes.threat_model import (
     Lexicon,
     ReadsAllAsOrdinary,
     ThreatModel,
+    char_grams,
     chunks,
     corpus_side,
     discount,
@@ -81,7 +93,8 @@ GEN = DATA / "gen"
 #: texts are the nearest thing to attacks nobody has shown the scanner: the first stop that
 #: trained on them gained 1.8 points of attacks blocked on their dev halves (80.1% ->
 #: 81.9%) at the same false positives.
-OUTSIDE = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
+OUTSIDE = ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10",
+           "fresh11", "fresh12")
 EXTRA = DATA / "benign_extra.jsonl"
 CONCEPTS = ROOT / "kernel" / "threat_concepts.yaml"
 CHAT = ROOT / "benchmarks" / "recall_corpus" / "sessions.jsonl"
@@ -108,6 +121,23 @@ MISSED = 3.0  # attacks the rules miss weigh this many times more (see design)
 MIN_TEXTS = 3
 #: Shares of the benign side's total weight (attacks weigh 0.5 in all).
 SHARES = {"labelled": 0.3, "long": 0.1, "chat": 0.05, "docs": 0.05}
+#: The character model (hermes.threat_model.char_grams): L2 penalty, L-BFGS iterations,
+#: and how many of its weights are kept (the largest, after idf). Measured on the
+#: validation sets with scikit-learn first: binary n-grams weighted by idf and divided by
+#: sqrt(count) did as well as sublinear TF-IDF (58.7% against 57.5% of attacks at 2% FP,
+#: with the rules), and cost one set and one lookup per n-gram at scan time.
+CHAR_L2 = 5e-6
+CHAR_STEPS = 300
+CHAR_KEEP = 60000
+#: Weights of the word model's log-odds in the mix (the rest is the character model's);
+#: cross-validation picks one. 1.0 is the word model alone.
+MIXES = (0.3, 0.5, 1.0)
+#: Floors tried for the word model's log-odds below which the character model is not
+#: asked (hermes.threat_model.ThreatModel): the highest that loses at most FLOOR_MISS of
+#: the attacks the mix blocks out of fold. On the validation sets a floor of -1 skipped
+#: 59% of the pieces and changed no verdict.
+FLOORS = (-4.0, -3.0, -2.0, -1.5, -1.0, -0.5)
+FLOOR_MISS = 0.001
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -187,9 +217,11 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "group", "label", "lower", "pieces", "ruled", "scope", "text", "vetoable")
+    __slots__ = ("feats", "gpieces", "grams", "group", "label", "lower", "pieces", "ruled", "scope", "text",
+                 "vetoable")
 
-    def __init__(self, text: str, label: int, group: str, scope: str = "memory") -> None:
+    def __init__(self, text: str, label: int, group: str, scope: str = "memory",
+                 index: dict[str, int] | None = None) -> None:
         self.text, self.label, self.group, self.scope = text, label, group, scope
         self.lower = lower = normalize_for_scan(text).lower()
         # Attacks are trained on whole; a long benign text on each piece (what is scored).
@@ -199,20 +231,36 @@ class Sample:
         # the model finds most like an attack stands for the text (see fit).
         self.pieces = ([sorted(set(features(lower[a:b], LEXICON))) for a, b in chunks(lower)
                         if substantial(lower[a:b], MIN_WORDS)] if label and len(lower) > CHUNK else [])
+        # The same units' character n-grams, as ids of ``index`` (every distinct n-gram,
+        # learned or not: the count divides the sum, as at scan time).
+        index = {} if index is None else index
+        self.grams = [gram_ids(u, index) for u in units]
+        self.gpieces = ([gram_ids(lower[a:b], index) for a, b in chunks(lower)
+                         if substantial(lower[a:b], MIN_WORDS)] if label and len(lower) > CHUNK else [])
         self.ruled = self.vetoable = False
 
 
-def load_samples() -> list[Sample]:
+def gram_ids(lower: str, index: dict[str, int]) -> np.ndarray:
+    """The distinct character n-grams of ``lower`` as ids in ``index`` (new ones added)."""
+    return np.array(sorted({index.setdefault(g, len(index)) for g in char_grams(lower)}), dtype=np.int32)
+
+
+def load_samples() -> tuple[list[Sample], list[str]]:
+    """The training texts, and the names of the character n-grams by id."""
     samples = []
+    index: dict[str, int] = {}
     labelled = read_jsonl(TUNE) + corpus_rows("train")
     for row in labelled:
         # Long labelled documents (gen/docs.jsonl) are their own benign group: a long text
         # has many pieces, so many chances of a false positive.
         group = ("attack" if row["label"] == "attack" else "long" if row.get("set", "").startswith("gen/docs")
                  else "labelled")
-        samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, group, row.get("scope", "memory")))
-    samples += [Sample(t, 0, "chat") for t in chat_texts()]
-    samples += [Sample(r["text"], 0, "docs", "context_file") for r in read_jsonl(EXTRA)]
+        samples.append(Sample(row["text"], 1 if row["label"] == "attack" else 0, group, row.get("scope", "memory"),
+                              index))
+    samples += [Sample(t, 0, "chat", index=index) for t in chat_texts()]
+    samples += [Sample(r["text"], 0, "docs", "context_file", index) for r in read_jsonl(EXTRA)]
+    # The n-grams by id (ids are given in order of first sight: the same on every run).
+    grams = list(index)
     rules = load_rules()
     # A model that reads every piece as plainly ordinary and never blocks asks the
     # scanner itself which texts a second opinion could overrule (hermes.safety, step 8):
@@ -222,39 +270,49 @@ def load_samples() -> list[Sample]:
         report = scan(s.text, scope=s.scope, rules=rules, model=probe)
         s.ruled = report.score >= report.threshold  # attacks the rules miss weigh more (see design)
         s.vetoable = report.overruled is not None
-    return samples
+    return samples, grams
 
 
-def design(samples: list[Sample], vocab: dict[str, int],
-           chosen: dict[int, list[str]] | None = None) -> tuple[np.ndarray, ...]:
-    """Sparse rows (one per unit), their sample's label and weight."""
-    rows, cols, vals, y, wt = [], [], [], [], []
+def units(samples: list[Sample], chosen: dict[int, int] | None = None) -> list[tuple[Sample, int, float]]:
+    """The rows of a fit: (sample, unit, weight). A unit is an index into ``feats`` and
+    ``grams``, or for a long attack in ``chosen``, ``-1 - i`` for its piece ``i``."""
+    out = []
     totals = Counter(s.group for s in samples)
     shares = {"attack": 0.5, **SHARES}
     # The model complements the rules: attacks they miss weigh MISSED times more.
     attack_mass = sum(MISSED if not s.ruled else 1.0 for s in samples if s.group == "attack")
-    r = 0
     for s in samples:
         if s.group == "attack":
             w = shares["attack"] * (MISSED if not s.ruled else 1.0) / attack_mass
         else:
             w = shares[s.group] / totals[s.group] / len(s.feats)
-        for fs in [chosen[id(s)]] if chosen and id(s) in chosen else s.feats:
-            scale = 1 / np.sqrt(max(len(fs), MIN_FEATURES))
-            for f in fs:
-                j = vocab.get(f)
-                if j is not None:
-                    rows.append(r)
-                    cols.append(j)
-                    vals.append(scale)
-            y.append(s.label)
-            wt.append(w)
-            r += 1
+        if chosen and id(s) in chosen:
+            out.append((s, -1 - chosen[id(s)], w))
+        else:
+            out.extend((s, k, w) for k in range(len(s.feats)))
+    return out
+
+
+def design(samples: list[Sample], vocab: dict[str, int],
+           chosen: dict[int, int] | None = None) -> tuple[np.ndarray, ...]:
+    """Sparse rows (one per unit), their sample's label and weight."""
+    rows, cols, vals, y, wt = [], [], [], [], []
+    for r, (s, k, w) in enumerate(units(samples, chosen)):
+        fs = s.feats[k] if k >= 0 else s.pieces[-1 - k]
+        scale = 1 / np.sqrt(max(len(fs), MIN_FEATURES))
+        for f in fs:
+            j = vocab.get(f)
+            if j is not None:
+                rows.append(r)
+                cols.append(j)
+                vals.append(scale)
+        y.append(s.label)
+        wt.append(w)
     return (np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64), np.array(vals),
             np.array(y, dtype=float), np.array(wt))
 
 
-def _descend(samples: list[Sample], vocab: dict[str, int], chosen: dict[int, list[str]] | None) -> tuple[np.ndarray, float]:
+def _descend(samples: list[Sample], vocab: dict[str, int], chosen: dict[int, int] | None) -> tuple[np.ndarray, float]:
     R, C, V, y, cw = design(samples, vocab, chosen)
     n, d = len(y), len(vocab)
     cw = cw / cw.sum()
@@ -271,8 +329,9 @@ def _descend(samples: list[Sample], vocab: dict[str, int], chosen: dict[int, lis
     return w, b
 
 
-def fit(samples: list[Sample]) -> tuple[dict[str, int], float]:
-    """Weights (whole numbers of 1/QUANT, small ones dropped) and bias."""
+def fit(samples: list[Sample]) -> tuple[dict[str, int], float, dict[int, int]]:
+    """Weights (whole numbers of 1/QUANT, small ones dropped), bias, and the piece each
+    long attack is represented by (for :func:`fit_chars`)."""
     df = Counter(f for s in samples for f in {f for fs in s.feats + s.pieces for f in fs})
     vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_TEXTS))}
     w, b = _descend(samples, vocab, None)
@@ -280,11 +339,58 @@ def fit(samples: list[Sample]) -> tuple[dict[str, int], float]:
     # judges its pieces. Refit with each long attack's most attack-like piece instead.
     def z(fs: list[str]) -> float:
         return sum(w[vocab[f]] for f in fs if f in vocab) / np.sqrt(max(len(fs), MIN_FEATURES))
-    chosen = {id(s): max(s.pieces, key=z) for s in samples if s.pieces}
+    chosen = {id(s): max(range(len(s.pieces)), key=lambda i, s=s: z(s.pieces[i])) for s in samples if s.pieces}
     w, b = _descend(samples, vocab, chosen)
     inv = sorted(vocab, key=vocab.get)
-    units = {f: round(float(w[i]) * QUANT) for i, f in enumerate(inv) if abs(w[i]) >= PRUNE}
-    return {f: u for f, u in units.items() if u}, float(b)
+    quantised = {f: round(float(w[i]) * QUANT) for i, f in enumerate(inv) if abs(w[i]) >= PRUNE}
+    return {f: u for f, u in quantised.items() if u}, float(b), chosen
+
+
+def fit_chars(samples: list[Sample], grams: list[str], chosen: dict[int, int]) -> tuple[dict[str, int], float]:
+    """The character model: weights by n-gram (idf folded in, whole numbers of 1/QUANT,
+    the CHAR_KEEP largest) and bias. The same rows and weights as the word model's second
+    fit; each row's n-grams weigh their idf over sqrt(max(count, MIN_FEATURES)).
+    L-BFGS (scipy) rather than the word model's gradient descent: there are ten times
+    as many non-zeros, and it converges in a few hundred steps instead of thousands."""
+    df = np.zeros(len(grams))
+    for s in samples:
+        seen = np.unique(np.concatenate(s.grams + s.gpieces)) if s.gpieces else (
+            s.grams[0] if len(s.grams) == 1 else np.unique(np.concatenate(s.grams)))
+        df[seen] += 1
+    known = np.flatnonzero(df >= MIN_TEXTS)
+    column = np.full(len(grams), -1, dtype=np.int64)
+    column[known] = np.arange(len(known))
+    idf = np.log((1 + len(samples)) / (1 + df[known])) + 1
+    indptr, cols, vals, y, wt = [0], [], [], [], []
+    for s, k, w in units(samples, chosen):
+        ids = s.grams[k] if k >= 0 else s.gpieces[-1 - k]
+        j = column[ids]
+        j = j[j >= 0]
+        cols.append(j)
+        vals.append(idf[j] / np.sqrt(max(len(ids), MIN_FEATURES)))
+        indptr.append(indptr[-1] + len(j))
+        y.append(s.label)
+        wt.append(w)
+    X = csr_matrix((np.concatenate(vals), np.concatenate(cols), np.array(indptr)), shape=(len(y), len(known)))
+    Xt = X.T.tocsr()
+    yv, cw = np.array(y, dtype=float), np.array(wt)
+    cw = cw / cw.sum()
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:-1], theta[-1]
+        z = X @ w + b
+        # log(1 + e^-m) for the margin m, and its derivative, without overflow
+        m = np.where(yv > 0, z, -z)
+        value = float(cw @ np.logaddexp(0, -m)) + CHAR_L2 / 2 * float(w @ w)
+        g = cw * (1 / (1 + np.exp(-z)) - yv)
+        return value, np.concatenate([Xt @ g + CHAR_L2 * w, [g.sum()]])
+
+    theta = minimize(loss, np.zeros(len(known) + 1), jac=True, method="L-BFGS-B",
+                     options={"maxiter": CHAR_STEPS}).x
+    folded = theta[:-1] * idf
+    keep = np.argsort(-np.abs(folded), kind="stable")[:CHAR_KEEP]
+    quantised = {grams[known[i]]: round(float(folded[i]) * QUANT) for i in sorted(keep)}
+    return {g: u for g, u in quantised.items() if u}, float(theta[-1])
 
 
 def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
@@ -297,22 +403,43 @@ def lowest_threshold(benign: np.ndarray, max_fp: float) -> float:
     return max(t, 0.5)
 
 
-def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict]:
-    """The threshold, the piece discount and the out-of-fold figures."""
+def piece_log_odds(model: ThreatModel, lower: str) -> np.ndarray:
+    """Each judged piece's log-odds by the word model and by the character model
+    (an array of shape (pieces, 2))."""
+    out = [(model.log_odds(set(features(lower[a:b], model.lexicon))), model.char_log_odds(lower[a:b]))
+           for a, b in model.pieces(lower, least_words=MIN_WORDS)]
+    return np.array(out).reshape(-1, 2)
+
+
+def best_of(z: np.ndarray, mix: float, floor: float = -np.inf) -> float:
+    """The best piece's probability under ``mix`` and ``floor`` (0 when no piece is judged)."""
+    if not len(z):
+        return 0.0
+    mixed = np.where(z[:, 0] >= floor, mix * z[:, 0] + (1 - mix) * z[:, 1], z[:, 0])
+    return float(1 / (1 + np.exp(-mixed.max())))
+
+
+def thresholds(samples: list[Sample], grams: list[str], max_fp: float) -> tuple[float, float, float, float, dict]:
+    """The threshold, the piece discount, the mix, the character model's floor and the
+    out-of-fold figures."""
     # Stratified, deterministic folds: every FOLDS-th sample of each group.
     fold: dict[int, int] = {}
     seen: Counter[str] = Counter()
     for i, s in enumerate(samples):
         fold[i] = seen[s.group] % FOLDS
         seen[s.group] += 1
-    raw = np.zeros(len(samples))
-    pieces = [0] * len(samples)
+    z: list[np.ndarray] = [np.zeros((0, 2))] * len(samples)
     for k in range(FOLDS):
-        weights, bias = fit([s for i, s in enumerate(samples) if fold[i] != k])
-        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT)
+        train = [s for i, s in enumerate(samples) if fold[i] != k]
+        weights, bias, chosen = fit(train)
+        chars, char_bias = fit_chars(train, grams, chosen)
+        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT, chars=chars, char_bias=char_bias)
         for i, s in enumerate(samples):
-            if fold[i] == k:  # as at scan time, before the discount tried below
-                raw[i], _, pieces[i] = model.best_piece(s.lower, least_words=MIN_WORDS)
+            if fold[i] == k:  # as at scan time, before the mix and discount tried below
+                z[i] = piece_log_odds(model, s.lower)
+    pieces = [len(x) for x in z]
+    by_mix = {mix: np.array([best_of(x, mix) for x in z]) for mix in MIXES}
+    raw = by_mix[1.0]  # the word model alone: what the veto asks
     groups = np.array([s.group for s in samples])
     attack = groups == "attack"
 
@@ -323,18 +450,19 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
     def threshold_at(oof: np.ndarray, budget: float) -> float:
         return max(lowest_threshold(oof[pooled == g], budget) for g in SHARES if g != "long")
 
-    def trial(per: float) -> tuple[float, float, np.ndarray]:
-        oof = np.array([discount(p, n, per) for p, n in zip(raw, pieces, strict=True)])
+    def trial(mix: float, per: float) -> tuple[float, float, np.ndarray]:
+        oof = np.array([discount(p, n, per) for p, n in zip(by_mix[mix], pieces, strict=True)])
         t = threshold_at(oof, max_fp)
-        print(f"piece discount {per}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.4f}",
+        print(f"mix {mix}, piece discount {per}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.4f}",
               file=sys.stderr)
         return float((oof[attack] >= t).mean()), t, oof
 
-    # The discount whose threshold blocks the most out-of-fold attacks (the smallest on a
-    # tie): the long documents' false positives and the short texts' compete for it.
-    tried = {per: trial(per) for per in DISCOUNTS}
-    per = max(DISCOUNTS, key=lambda d: (tried[d][0], -d))
-    _, alone, oof = tried[per]
+    # The mix and discount whose threshold blocks the most out-of-fold attacks (on a tie,
+    # more of the word model, then the smallest discount): the long documents' false
+    # positives and the short texts' compete for them.
+    tried = {(mix, per): trial(mix, per) for mix in MIXES for per in DISCOUNTS}
+    mix, per = max(tried, key=lambda c: (tried[c][0], c[0], -c[1]))
+    _, alone, oof = tried[(mix, per)]
     report = {"cv_block_rate_alone": round(float((oof[attack] >= alone).mean()), 4)}
     for g in SHARES:
         report[f"cv_false_positive_rate_{g}"] = round(float((oof[groups == g] >= alone).mean()), 4)
@@ -346,7 +474,16 @@ def thresholds(samples: list[Sample], max_fp: float) -> tuple[float, float, dict
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
     report["veto"] = choose_veto(samples, raw)
-    return round(alone, 3), per, report
+    floor = -np.inf
+    blocked = (oof[attack] >= alone).sum()
+    for f in FLOORS if mix < 1.0 else ():
+        floored = np.array([discount(best_of(x, mix, f), n, per) for x, n in zip(z, pieces, strict=True)])
+        lost = blocked - (floored[attack] >= alone).sum()
+        skipped = np.mean([float(v) < f for x in z for v in x[:, 0]])
+        print(f"char floor {f}: attacks lost {lost} of {blocked}, pieces skipped {skipped:.3f}", file=sys.stderr)
+        if lost <= FLOOR_MISS * blocked:
+            floor = f
+    return round(alone, 3), per, mix, floor, report
 
 
 #: Vetoes tried (hermes.safety, step 8), and the share of the attacks the rules block
@@ -385,10 +522,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.refresh_extras:
         refresh_extras()
-    samples = load_samples()
-    alone, per, report = thresholds(samples, args.max_fp)
-    weights, bias = fit(samples)
+    samples, grams = load_samples()
+    alone, per, mix, floor, report = thresholds(samples, grams, args.max_fp)
+    weights, bias, chosen = fit(samples)
     kept = dict(sorted(weights.items()))
+    chars, char_bias = fit_chars(samples, grams, chosen) if mix < 1.0 else ({}, 0.0)
     counts = Counter(s.group for s in samples)
     sources = ["tests/data/scanner/tune.jsonl", "tests/data/scanner/gen/*.jsonl (train side)",
                *(f"tests/data/scanner/{name}.jsonl (train side)" for name in OUTSIDE),
@@ -396,13 +534,16 @@ def main() -> int:
     data = {"format": 2, "trained_on": sources, "texts": dict(sorted(counts.items())),
             "threshold": alone, "piece_discount": per, **report,
             "bias": round(bias, 4), "scale": 1 / QUANT, "concepts": LEXICON.concepts, "weights": kept}
+    if chars:
+        data.update(mix=mix, char_floor=floor if np.isfinite(floor) else None, char_bias=round(char_bias, 4), chars=dict(sorted(chars.items())))
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False) + "\n"
     if args.check:
         same = MODEL_PATH.exists() and MODEL_PATH.read_text(encoding="utf-8") == text
         print("up to date" if same else f"{MODEL_PATH} is stale: run benchmarks/train_scanner_model.py")
         return 0 if same else 1
     args.out.write_text(text, encoding="utf-8")
-    print(json.dumps({"features": len(kept), "bytes": len(text.encode()), "threshold": alone, "piece_discount": per,
+    print(json.dumps({"features": len(kept), "char_features": len(chars), "mix": mix,
+                      "bytes": len(text.encode()), "threshold": alone, "piece_discount": per,
                       "texts": dict(counts), **report}))
     return 0
 

@@ -1,6 +1,6 @@
-"""The scanner's learned component: a small linear model over word and character
-features, read from ``threat_model.json`` next to this module on the first scan that
-needs it (never at ``import hermes``).
+"""The scanner's learned component: two small linear models, one over word features and
+one over character n-grams, mixed in log-odds, read from ``threat_model.json`` next to
+this module on the first scan that needs it (never at ``import hermes``).
 
 The rules in ``threat_rules.yaml`` catch the forms they describe; phrasings nobody wrote
 a rule for slip through. This model was trained (``benchmarks/train_scanner_model.py``,
@@ -19,6 +19,13 @@ pairs, and each concept word with its neighbours). Long texts are cut into piece
 most :data:`CHUNK` characters at sentence ends and at every blank line, each scored on
 its own, the highest wins: an attack paragraph in the middle of a long README is not
 diluted by the README (a sentence run into its neighbours' lines still can be).
+
+The character model (:func:`char_grams`: every 2 and 4 characters inside each token,
+weighted by how rare they were in training) reads what words miss: a misspelt or
+inflected order, markup (``<|im``, ``[/in``), a language the lexicon barely covers. A
+piece's log-odds are ``mix`` times the word model's and ``1 - mix`` times the character
+model's; where the word model's are below ``char_floor`` the character model is not
+asked, which spares most of its cost on ordinary text.
 """
 
 from __future__ import annotations
@@ -49,6 +56,27 @@ _LEAD_RE = re.compile(r"\w+(?=\W)")
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？\n]+|$)")
 # Scripts that do not separate words by spaces: a "word" there is a whole clause.
 _UNSPACED_RE = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+
+
+# Every run of 2 and of 4 characters inside one whitespace-separated token, the token
+# padded with a space each side (" i", "gn", " ign", "ore ", "<|im", "-->"): found by the
+# regex engine in one pass per size over the tokens joined by two spaces, where a window
+# holding a space anywhere but at its ends spans two tokens and is skipped. Sizes 2 and 4
+# did as well on the validation sets as every size from 2 to 5 (62.8% against 62.0% of
+# attacks at 2% false positives, mixed with the word model) at half the cost and size;
+# 3 to 5 lost 3 points, 4 alone 4.
+_GRAM_RES = (re.compile(r"(?=(\S\S| \S|\S ))"), re.compile(r"(?=(.\S\S.))"))
+
+
+def char_grams(lower: str) -> list[str]:
+    """The character n-grams (2 and 4 long) of a piece of normalised, lower-cased text, with
+    repeats: the second model's features. Spelling variants, inflections, scripts
+    without spaces and markup ("[inst", "<|im_") share them where whole words do not."""
+    padded = " " + "  ".join(lower.split()) + " "
+    out: list[str] = []
+    for regex in _GRAM_RES:
+        out += regex.findall(padded)
+    return out
 
 
 def features(lower: str, lexicon: Lexicon | None = None) -> list[str]:
@@ -257,30 +285,66 @@ def substantial(piece: str, least_words: int) -> bool:
     return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
 
 
+def sigmoid(z: float) -> float:
+    """The probability of log-odds ``z``."""
+    if z < -700:  # math.exp overflows past ~709
+        return 0.0
+    return 1 / (1 + math.exp(-z))
+
+
 class ThreatModel:
     """Weights by feature name, a bias, the probability at which a text blocks
     (``threshold``) and the one below which the model overrules a single rule's match
-    (``veto``; 0 never overrules; see ``hermes.safety``'s notes, step 8)."""
+    (``veto``; 0 never overrules; see ``hermes.safety``'s notes, step 8).
+
+    With ``chars`` (weights of :func:`char_grams`) and ``char_bias``, a piece is judged
+    by both models: its log-odds are ``mix`` times the word model's plus ``1 - mix``
+    times the character model's — unless the word model's log-odds are below
+    ``char_floor``, where no piece ever reached the threshold in the trainer's
+    cross-validation: the character model, most of the cost, is then not asked (the
+    word model's own probability stands). The veto asks the word model alone
+    (:meth:`score`)."""
 
     def __init__(self, weights: dict[str, int], bias: float, threshold: float,
                  lexicon: Lexicon | None = None, scale: float = 0.01,
-                 piece_discount: float = PIECE_DISCOUNT, veto: float = 0.0) -> None:
+                 piece_discount: float = PIECE_DISCOUNT, veto: float = 0.0,
+                 chars: dict[str, int] | None = None, char_bias: float = 0.0, mix: float = 1.0,
+                 char_floor: float = -math.inf) -> None:
         #: Weights are whole numbers of ``scale``: their sum is exact whatever the order of
         #: the feature set, which changes with the process's hash seed (a float sum
         #: differed in the last bits from one process to the next).
         self.weights, self.scale = weights, scale
         self.bias, self.threshold, self.lexicon = bias, threshold, lexicon
         self.piece_discount, self.veto = piece_discount, veto
+        self.chars, self.char_bias = chars or {}, char_bias
+        self.mix = mix if self.chars else 1.0
+        self.char_floor = char_floor
 
     def score(self, lower: str) -> float:
-        """The probability that ``lower`` (one piece) is an attack."""
+        """The word model's probability that ``lower`` (one piece) is an attack."""
         return self.score_features(set(features(lower, self.lexicon)))
 
     def score_features(self, distinct: set[str]) -> float:
         """:meth:`score` of a piece whose distinct features are already known."""
+        return sigmoid(self.log_odds(distinct))
+
+    def log_odds(self, distinct: set[str]) -> float:
+        """The word model's log-odds for a piece's distinct features."""
         units = sum(filter(None, map(self.weights.get, distinct)))
-        z = self.bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
-        return 1 / (1 + math.exp(-z))
+        return self.bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
+
+    def char_log_odds(self, lower: str) -> float:
+        """The character model's log-odds for one piece."""
+        distinct = set(char_grams(lower))
+        units = sum(filter(None, map(self.chars.get, distinct)))
+        return self.char_bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
+
+    def judge(self, lower: str) -> float:
+        """The probability that ``lower`` (one piece) is an attack, by both models."""
+        z = self.log_odds(set(features(lower, self.lexicon)))
+        if self.mix < 1.0 and z >= self.char_floor:
+            z = self.mix * z + (1 - self.mix) * self.char_log_odds(lower)
+        return sigmoid(z)
 
     def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
         """The highest-scoring piece of ``lower``: its probability (discounted for the
@@ -293,7 +357,7 @@ class ThreatModel:
         """What :meth:`best` discounts: the best piece's own probability, its span and
         how many pieces were scored (the trainer tries discounts on these)."""
         best, where, pieces = 0.0, (0, 0), 0
-        score = self.score
+        score = self.judge
         for start, end in self.pieces(lower, least_words=least_words):
             pieces += 1
             p = score(lower[start:end])
@@ -327,6 +391,9 @@ class ReadsAllAsOrdinary(ThreatModel):
     def score_features(self, distinct: set[str]) -> float:
         return 0.0
 
+    def judge(self, lower: str) -> float:
+        return 0.0
+
 
 @lru_cache(maxsize=2)
 def load_model(path: str | Path | None = None) -> ThreatModel:
@@ -337,9 +404,12 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         data = json.loads(source.read_text(encoding="utf-8"))
         weights = {f: int(q) for f, q in data["weights"].items()}
         concepts = data.get("concepts")
+        chars = {g: int(q) for g, q in (data.get("chars") or {}).items()}
         return ThreatModel(weights, float(data["bias"]), float(data["threshold"]),
                            Lexicon(concepts) if concepts else None, float(data["scale"]),
-                           float(data.get("piece_discount", PIECE_DISCOUNT)), float(data.get("veto", 0.0)))
+                           float(data.get("piece_discount", PIECE_DISCOUNT)), float(data.get("veto", 0.0)),
+                           chars, float(data.get("char_bias", 0.0)), float(data.get("mix", 1.0)),
+                           -math.inf if data.get("char_floor") is None else float(data["char_floor"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None
