@@ -177,10 +177,11 @@ _DEF_RE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 # the user wrote; used by rules marked ``negatable``. The rules file's ``negation``
 # section replaces it (in many languages); this is the default for a file without one.
 NEGATION_BEFORE = r"(?:\b(?:never|not|don'?t|doesn'?t|shouldn'?t|mustn'?t|avoid|without|no)\b|n't)[^.!?\n]{0,30}$"
-#: How far before a match ``negation.before`` looks, and how far past a match's end (to
-#: the sentence's end) ``negation.within`` does: verb-final languages negate after the
-#: object ("….env の値は貼らないで").
-NEGATION_LOOKBACK, NEGATION_LOOKAHEAD = 40, 24
+#: How far before a match ``negation.before`` looks; how far before and after it (within
+#: its sentence) ``negation.within`` does: "never paste tokens, passwords or `.env` values
+#: in the chat" negates the verb well before the match, and verb-final languages negate
+#: after it ("….env の値は貼らないで").
+NEGATION_LOOKBACK, SENTENCE_LOOKBACK, NEGATION_LOOKAHEAD = 40, 80, 24
 _SENTENCE_END_RE = re.compile(r"[.!?。！？\n]")
 
 
@@ -296,7 +297,7 @@ class ThreatRule:
 
     def negated(self, text: str, start: int, end: int) -> bool:
         """Whether the match ``text[start:end]`` is negated: a negation right before it,
-        or (``negated_within``) a negated verb inside it or later in its sentence."""
+        or (``negated_within``) a negated verb anywhere in its sentence near it."""
         before, within = self._negation
         if before.search(text, max(0, start - NEGATION_LOOKBACK), start):
             return True
@@ -305,7 +306,10 @@ class ThreatRule:
         stop = min(len(text), end + NEGATION_LOOKAHEAD)
         if (full_stop := _SENTENCE_END_RE.search(text, end, stop)) is not None:
             stop = full_stop.start()
-        return within.search(text, start, stop) is not None
+        begin = max(0, start - SENTENCE_LOOKBACK)
+        for mark in _SENTENCE_END_RE.finditer(text, begin, start):
+            begin = mark.end()
+        return within.search(text, begin, stop) is not None
 
     @cached_property
     def _lowered(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, re.Pattern[str] | None] | None:
