@@ -17,11 +17,13 @@ Prints one JSON line per figure:
   ``fresh4.jsonl`` (written from the issue text alone by authors who never saw the
   rules, the model or any other corpus; never looked at while tuning), ``fresh5.jsonl``
   and ``fresh6.jsonl`` (the same, written later), ``fresh7.jsonl`` and ``fresh8.jsonl``
-  (the same again, measured before and after the fourth pass). The model learns from the
-  train halves of fresh2-8 since stop 15, so only their dev halves are measured, and of
-  every set no copy of a text it learned (``learned_texts``; fresh10 holds one). The
-  honest figure is a set written after that and measured before it joins:
-  ``fresh9.jsonl`` and ``fresh10.jsonl``, measured at the start and end of stop 15. Left out
+  (the same again, measured before and after the fourth pass), ``fresh9.jsonl`` and
+  ``fresh10.jsonl`` (measured at the start and end of stop 15), ``fresh11.jsonl`` and
+  ``fresh12.jsonl`` (measured at the end of stop 15). The model learns from the train
+  halves of fresh2-8 since stop 15 and of fresh9-12 since stop 16, so only their dev
+  halves are measured, and of every set no copy of a text it learned (``learned_texts``;
+  fresh10 holds one). The honest figure is a set written after that and measured before
+  it joins (kept outside the repository until then). Left out
   with ``--no-unseen`` (while tuning, the unseen sets stay out of view); and
   ``{"figure": "model_contribution", …}`` — per corpus, how many attacks and benign
   texts only the learned model (``learned_injection``) blocked;
@@ -276,7 +278,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per input (median reported)")
     parser.add_argument("--no-unseen", action="store_true",
-                        help="leave out the unseen sets (fresh2-10): use this while tuning")
+                        help="leave out the unseen sets (fresh2-12): use this while tuning")
     args = parser.parse_args()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     emit(figure="machine", python=platform.python_version(), platform=platform.platform(),
