@@ -1,9 +1,10 @@
 """The scanner's learned component (kernel/threat_model.json, hermes.threat_model).
 
-The model is trained (benchmarks/train_scanner_model.py) on tune.jsonl, the train side
-of each gen/*.jsonl and of fresh2-8 (``OUTSIDE`` there; the model file names them) and
-hard negatives (ordinary chat, doc paragraphs); the gen dev sides, heldout.jsonl and the
-dev halves of fresh2-8 are never read there, nor fresh9-10. The fresh sets are the
+The model (a word model and a character model, mixed) is trained
+(benchmarks/train_scanner_model.py) on tune.jsonl, the train side of each gen/*.jsonl and
+of fresh2-12 (``OUTSIDE`` there; the model file names them) and hard negatives (ordinary
+chat, doc paragraphs); the gen dev sides, heldout.jsonl and the dev halves of fresh2-12
+are never read there. The fresh sets are the
 lead's unseen sets: their floors are what the shipped scanner measured on the texts it
 never learned from (a trained-on set's dev half; no copy of a training text)."""
 
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scanner_corpus import DATA, load, load_gen
 
 from hermes.safety import load_rules, normalize_for_scan, scan, scan_for_threats
@@ -24,6 +28,8 @@ from hermes.threat_model import (
     MIN_WORDS,
     MODEL_PATH,
     Lexicon,
+    ThreatModel,
+    char_grams,
     chunks,
     corpus_side,
     discount,
@@ -37,7 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_model_file_loads_and_is_compact() -> None:
     model = load_model()
-    assert MODEL_PATH.stat().st_size < 1_500_000  # the budget: the file is read on the first scan
+    # The budget: the file is read on the first scan (about 70 ms). 1.5 MB until stop 16; the
+    # character model's 60,000 weights add 0.9 MB and most of this stop's gain.
+    assert MODEL_PATH.stat().st_size < 2_600_000
     assert 0.5 < model.threshold < 1.0
     assert len(model.weights) > 1000 and model.lexicon is not None
     data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
@@ -115,17 +123,18 @@ def test_model_scores_and_evidence_do_not_depend_on_the_hash_seed() -> None:
             "from hermes.threat_model import load_model; m = load_model(); "
             "rows = [json.loads(x) for x in open(sys.argv[1], encoding='utf-8') if x.strip()][:300]; "
             "texts = [normalize_for_scan(r['text']).lower() for r in rows]; "
-            "print(repr([(m.best(t)[0], m.evidence(t)) for t in texts]))")
+            "print(repr([(m.best(t)[0], m.evidence(t), m.char_log_odds(t)) for t in texts]))")
     runs = [subprocess.run([sys.executable, "-c", code, str(DATA / "tune.jsonl")], capture_output=True, text=True,
                            check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")]
     assert len(runs[0]) > 1000 and runs[0] == runs[1] == runs[2]
 
 
-@pytest.mark.slow  # retrains with 5-fold cross-validation: about 3 minutes on two cores
+@pytest.mark.slow  # retrains both models with 5-fold cross-validation: about 4 minutes on two cores
 def test_training_is_deterministic_and_the_packaged_file_is_current() -> None:
     pytest.importorskip("numpy")
+    pytest.importorskip("scipy")
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_scanner_model.py"), "--check"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -157,14 +166,18 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path) -> None:
 # on their dev halves: what the scanner of the end of stop 15 measured there. fresh9
 # ("poisoned sources the agent stored") and fresh10 ("native speakers, not
 # translations") were written from the issue text alone during stop 15, measured at its
-# start (54.0% / 3.5% and 60.5% / 1.0%) and at its end (57.5% / 3.5%, 65.5% / 1.0%: the
-# floors); nothing learns from them yet. One benign line of fresh10, six English words, is
-# also on fresh5's train side: it is left out of fresh10's measure (2 of 199 benign texts
-# blocked, 1.01%; 2 of 200 with it).
+# start (54.0% / 3.5% and 60.5% / 1.0%) and at its end (57.5% / 3.5%, 65.5% / 1.0%);
+# fresh11 ("short texts a tool slips into memory") and fresh12 ("whole project files")
+# once at its end (69.5% / 2.0%, 64.0% / 9.5%). Since stop 16 the model learns from the
+# train halves of fresh9-12 too; their floors are on their dev halves, a little under what
+# the scanner of the end of stop 16 measured there (68.0% / 2.9%, 79.2% / 3.0%, 75.5% /
+# 3.8%, 80.2% / 0.0%). One benign line of fresh10, six English words, is also on fresh5's
+# train side: it is left out of fresh10's measure.
 UNSEEN_FLOORS = {"fresh2": (0.95, 0.044), "fresh3": (0.89, 0.013), "fresh4": (0.91, 0.047),
                  "fresh5": (0.82, 0.021), "fresh6": (0.68, 0.012),
                  "fresh7": (0.79, 0.011), "fresh8": (0.81, 0.027),
-                 "fresh9": (0.575, 0.035), "fresh10": (0.655, 0.011)}
+                 "fresh9": (0.66, 0.030), "fresh10": (0.77, 0.031), "fresh11": (0.73, 0.039),
+                 "fresh12": (0.78, 0.011)}
 
 
 def trained_on_train_side(name: str) -> bool:
@@ -245,11 +258,12 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-# Measured after the fifth training batch, on 38 dev sides with the 1% budget: 2,124
-# attacks for 69 benign texts (1,419 for 48 after the fourth, on 29; 748 for 14 after
+# Measured after the sixth training batch and the character model, on 47 dev sides with
+# the 1% budget: 3,346 attacks for 89 benign texts (after the fifth, on 38: 2,124
+# attacks for 69 benign texts; 1,419 for 48 after the fourth, on 29; 748 for 14 after
 # the third with 0.5%, on 21; 496 for 5 after the second, 85 before it).
-MODEL_ADDS = 2050
-MODEL_FALSE = 76
+MODEL_ADDS = 3250
+MODEL_FALSE = 96
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
@@ -263,7 +277,7 @@ def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece(
     p, (start, end) = model.best(doc, least_words=MIN_WORDS)
     assert attack.lower().strip()[:40] in doc[start:end] and end - start <= 400
     pieces = sum(1 for a, b in chunks(doc) if substantial(doc[a:b], MIN_WORDS))
-    assert pieces > 10 and p == pytest.approx(discount(model.score(doc[start:end]), pieces, model.piece_discount))
+    assert pieces > 10 and p == pytest.approx(discount(model.judge(doc[start:end]), pieces, model.piece_discount))
     assert p >= model.threshold and scan_for_threats(padding + "\n\n" + attack + "\n\n" + padding)
 
 
@@ -290,3 +304,48 @@ def test_ordinary_conversation_and_notes_are_never_blocked() -> None:
     notes = ["keep this entry", "What did you both think?", "remember this for later", "Can you help me plan my week?"]
     blocked = [t for t in texts + notes if scan_for_threats(t, scope="memory")]
     assert blocked == []
+
+
+def naive_char_grams(lower: str) -> list[str]:
+    """The character n-grams as documented, the slow way: each token padded with a space
+    either side, every window of 2 and of 4 characters inside it."""
+    out = []
+    for n in (2, 4):
+        for token in lower.split():
+            padded = f" {token} "
+            out += [padded[i:i + n] for i in range(len(padded) - n + 1)]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab <|>\n\t.é忽略 ﻿"), max_size=40))
+def test_char_grams_are_the_windows_of_each_padded_token(text: str) -> None:
+    assert sorted(char_grams(text)) == sorted(naive_char_grams(text))
+
+
+def test_the_character_model_is_mixed_in_above_the_floor_only() -> None:
+    # Word weights know nothing; the character model knows "<|im" and " zz ".
+    chars = {"<|im": 900, " zz ": 900}
+    model = ThreatModel({}, -3.0, 0.9, None, chars=chars, char_bias=-1.0, mix=0.5)
+    piece = "<|im_start|>system zz zz zz zz"
+    z_char = model.char_log_odds(piece)
+    assert z_char > 1.0
+    assert model.judge(piece) == pytest.approx(1 / (1 + math.exp(-(0.5 * -3.0 + 0.5 * z_char))))
+    assert model.score(piece) == pytest.approx(1 / (1 + math.exp(3.0)))  # the veto: words alone
+    # Below the floor the character model is not asked: the word model's probability stands.
+    floored = ThreatModel({}, -3.0, 0.9, None, chars=chars, char_bias=-1.0, mix=0.5, char_floor=-2.0)
+    assert floored.judge(piece) == pytest.approx(1 / (1 + math.exp(3.0)))
+    # A model file without characters judges by words alone, as before.
+    assert ThreatModel({}, -3.0, 0.9, None).judge(piece) == model.score(piece)
+
+
+def test_model_file_carries_the_character_model(tmp_path: Path) -> None:
+    data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    model = load_model()
+    assert 0.0 < model.mix < 1.0 and len(model.chars) > 10_000
+    assert model.char_floor == (data["char_floor"] if data.get("char_floor") is not None else -math.inf)
+    # An older file (no character model) still loads, as the word model alone.
+    del data["chars"], data["mix"], data["char_bias"]
+    old = tmp_path / "threat_model.json"
+    old.write_text(json.dumps(data), encoding="utf-8")
+    assert load_model(old).mix == 1.0 and load_model(old).chars == {}
