@@ -300,10 +300,10 @@ class ThreatModel:
     With ``chars`` (weights of :func:`char_grams`) and ``char_bias``, a piece is judged
     by both models: its log-odds are ``mix`` times the word model's plus ``1 - mix``
     times the character model's — unless the word model's log-odds are below
-    ``char_floor``, where no piece ever reached the threshold in the trainer's
-    cross-validation: the character model, most of the cost, is then not asked (the
-    word model's own probability stands). The veto asks the word model alone
-    (:meth:`score`)."""
+    ``char_floor``, chosen by the trainer so that out of fold almost no attack is
+    decided there (at most 0.1% of those it blocks): the character model, most of the
+    cost, is then not asked and the word model's own probability stands. The veto asks
+    the word model alone (:meth:`score`)."""
 
     def __init__(self, weights: dict[str, int], bias: float, threshold: float,
                  lexicon: Lexicon | None = None, scale: float = 0.01,
