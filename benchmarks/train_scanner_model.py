@@ -439,7 +439,7 @@ def thresholds(samples: list[Sample], grams: list[str], max_fp: float) -> tuple[
                 z[i] = piece_log_odds(model, s.lower)
     pieces = [len(x) for x in z]
     by_mix = {mix: np.array([best_of(x, mix) for x in z]) for mix in MIXES}
-    raw = by_mix[1.0]  # the word model alone: what the veto asks
+    raw = np.array([best_of(x, 1.0) for x in z])  # the word model alone: what the veto asks
     groups = np.array([s.group for s in samples])
     attack = groups == "attack"
 
