@@ -1397,6 +1397,7 @@ def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
 # (_apostrophe): in "don't" or "l'IA" it is not a quotation mark.
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
+_QUOTE_MARKS = frozenset("".join(o + c for o, c in _QUOTES))
 
 
 def _apostrophe(text: str, at: int) -> tuple[bool, bool]:
@@ -1443,12 +1444,22 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
 
 
 def _partly_quoted(text: str, span: tuple[int, int]) -> bool:
-    """Whether ``span`` stands inside quotation marks, or reaches into or out of one: a
-    match that runs from "the summarisation model (" into the quoted example after it
-    ("disregard your guidelines …") reads the example, not an order."""
+    """Whether ``span`` stands inside quotation marks, or runs from plain words into or
+    out of one quotation: a match from "the summarisation model (" into the quoted
+    example after it ("disregard your guidelines …") reads the example, not an order.
+    A match holding other quotation marks besides — a JSON message, ``{"role":
+    "system", "content": "…`` — is markup, not a quotation, and counts in full."""
+    if _quoted(text, span):
+        return True
     start, end = span
-    return (_quoted(text, span) or _quoted(text, (start, min(start + 1, end)))
-            or _quoted(text, (max(end - 1, start), end)))
+    piece = text[start:end]
+    if end > start and _quoted(text, (end - 1, end)):
+        opened = max(piece.rfind(opening) for opening, _ in _QUOTES)
+        return opened > 0 and not _QUOTE_MARKS.intersection(piece[:opened])
+    if end > start and _quoted(text, (start, start + 1)):
+        shut = [at for at in (piece.find(closing) for _, closing in _QUOTES) if at >= 0]
+        return bool(shut) and not _QUOTE_MARKS.intersection(piece[min(shut) + 1:])
+    return False
 
 
 #: Weak hints add up only when they are this close (characters): two harmless phrases
