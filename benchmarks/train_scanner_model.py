@@ -134,8 +134,8 @@ CHAR_KEEP = 60000
 MIXES = (0.3, 0.5, 1.0)
 #: Floors tried for the word model's log-odds below which the character model is not
 #: asked (hermes.threat_model.ThreatModel): the highest that loses at most FLOOR_MISS of
-#: the attacks the mix blocks out of fold. On the validation sets a floor of -1 skipped
-#: 59% of the pieces and changed no verdict.
+#: the attacks the mix blocks out of fold. With the first mix trained (n-grams of 2 to 5),
+#: a floor of -1 skipped 59% of the validation pieces and changed no verdict there.
 FLOORS = (-4.0, -3.0, -2.0, -1.5, -1.0, -0.5)
 FLOOR_MISS = 0.001
 
@@ -354,9 +354,7 @@ def fit_chars(samples: list[Sample], grams: list[str], chosen: dict[int, int]) -
     as many non-zeros, and it converges in a few hundred steps instead of thousands."""
     df = np.zeros(len(grams))
     for s in samples:
-        seen = np.unique(np.concatenate(s.grams + s.gpieces)) if s.gpieces else (
-            s.grams[0] if len(s.grams) == 1 else np.unique(np.concatenate(s.grams)))
-        df[seen] += 1
+        df[np.unique(np.concatenate(s.grams + s.gpieces))] += 1
     known = np.flatnonzero(df >= MIN_TEXTS)
     column = np.full(len(grams), -1, dtype=np.int64)
     column[known] = np.arange(len(known))
@@ -412,7 +410,8 @@ def piece_log_odds(model: ThreatModel, lower: str) -> np.ndarray:
 
 
 def best_of(z: np.ndarray, mix: float, floor: float = -np.inf) -> float:
-    """The best piece's probability under ``mix`` and ``floor`` (0 when no piece is judged)."""
+    """The best piece's probability under ``mix`` and ``floor`` (0 when no piece is judged):
+    ThreatModel.judge and best_piece, for many mixes and floors over the same log-odds."""
     if not len(z):
         return 0.0
     mixed = np.where(z[:, 0] >= floor, mix * z[:, 0] + (1 - mix) * z[:, 1], z[:, 0])

@@ -72,7 +72,6 @@ import binascii
 import bisect
 import codecs
 import html
-import math
 import re
 import unicodedata
 import urllib.parse
@@ -1349,7 +1348,7 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
                     raw_span: _SpanMap) -> float | None:
     """The model's probability when it overrules the rules' single plain-text match
     (step 8), else ``None``."""
-    from .threat_model import MIN_WORDS, features
+    from .threat_model import MIN_WORDS, features, sigmoid
 
     # Every match must lie in the pieces the model judged: a short line holding the order
     # (too few words to judge) beside ordinary paragraphs is not overruled by them.
@@ -1369,7 +1368,7 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
     if len(set().union(*holding.values())) < _VETO_MIN_FEATURES:
         return None
     # Below the veto and at least _VETO_EVIDENCE below the prior, in log-odds.
-    limit = min(judge.veto, 1 / (1 + math.exp(_VETO_EVIDENCE - judge.bias)))
+    limit = min(judge.veto, sigmoid(judge.bias - _VETO_EVIDENCE))
     # The best piece, as best_piece; the pieces holding a match first, and no further
     # once one reaches the limit (an attack's usually does).
     p = max(map(judge.score_features, holding.values()))

@@ -272,24 +272,23 @@ def corpus_side(text: str) -> str:
 PIECE_DISCOUNT = 0.5
 
 
-def discount(p: float, pieces: int, per: float = PIECE_DISCOUNT) -> float:
-    """``p``, the best of ``pieces`` probabilities, discounted for the number of tries."""
-    if pieces <= 1 or p <= 0.0 or p >= 1.0:
-        return p
-    z = math.log(p / (1 - p)) - per * math.log(pieces)
-    return 1 / (1 + math.exp(-z))
-
-
-def substantial(piece: str, least_words: int) -> bool:
-    words = len(piece.split())
-    return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
-
-
 def sigmoid(z: float) -> float:
     """The probability of log-odds ``z``."""
     if z < -700:  # math.exp overflows past ~709
         return 0.0
     return 1 / (1 + math.exp(-z))
+
+
+def discount(p: float, pieces: int, per: float = PIECE_DISCOUNT) -> float:
+    """``p``, the best of ``pieces`` probabilities, discounted for the number of tries."""
+    if pieces <= 1 or p <= 0.0 or p >= 1.0:
+        return p
+    return sigmoid(math.log(p / (1 - p)) - per * math.log(pieces))
+
+
+def substantial(piece: str, least_words: int) -> bool:
+    words = len(piece.split())
+    return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
 
 
 class ThreatModel:
@@ -330,14 +329,17 @@ class ThreatModel:
 
     def log_odds(self, distinct: set[str]) -> float:
         """The word model's log-odds for a piece's distinct features."""
-        units = sum(filter(None, map(self.weights.get, distinct)))
-        return self.bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
+        return self._linear(self.weights, self.bias, distinct)
 
     def char_log_odds(self, lower: str) -> float:
         """The character model's log-odds for one piece."""
-        distinct = set(char_grams(lower))
-        units = sum(filter(None, map(self.chars.get, distinct)))
-        return self.char_bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
+        return self._linear(self.chars, self.char_bias, set(char_grams(lower)))
+
+    def _linear(self, weights: dict[str, int], bias: float, distinct: set[str]) -> float:
+        # Both models: the weights present, summed exactly as whole numbers, divided by
+        # the square root of the feature count (at least MIN_FEATURES).
+        units = sum(filter(None, map(weights.get, distinct)))
+        return bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
 
     def judge(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack, by both models."""
