@@ -877,6 +877,15 @@ def _joins_letters(before: str, after: str) -> bool:
     return shaped(before) and shaped(after)
 
 
+#: The viramas of the Indic scripts (Devanagari to Malayalam, and Sinhala's al-lakuna).
+_VIRAMAS = frozenset("\u094d\u09cd\u0a4d\u0acd\u0b4d\u0bcd\u0c4d\u0ccd\u0d4d\u0dca")
+
+
+def _unspaced(ch: str) -> bool:
+    # Thai, Lao, Tibetan, Myanmar and Khmer: a zero-width space marks where a word ends.
+    return "\u0e00" <= ch <= "\u109f" or "\u1780" <= ch <= "\u17ff"
+
+
 def _benign_invisible(text: str, i: int, ch: str, rtl: bool) -> bool:
     """Whether the invisible character ``ch`` at ``i`` is ordinary writing."""
     if ch == "\ufeff":
@@ -887,7 +896,10 @@ def _benign_invisible(text: str, i: int, ch: str, rtl: bool) -> bool:
         if before and after and (_is_emoji(before) or before == "\ufe0f") and _is_emoji(after):
             return True
     if ch in "\u200c\u200d":
-        return bool(before and after) and _joins_letters(before, after)
+        # After a virama the joiner may end the word: Malayalam chillu letters ("ന്\u200d").
+        return bool(before) and (before in _VIRAMAS or bool(after) and _joins_letters(before, after))
+    if ch == "\u200b":  # word breaks in scripts written without spaces (Thai, Khmer, …)
+        return bool(before and after) and _unspaced(before) and _unspaced(after)
     if ch in _BIDI_LAYOUT:
         return rtl
     return False

@@ -412,6 +412,10 @@ def test_ordinary_uses_of_invisible_characters_pass() -> None:
     assert ids("a\u200db") == ["invisible_unicode_U+200D"]  # between Latin letters
     assert ids("می\u200cخواهم") == []  # Persian non-joiner
     assert ids("क्\u200dष") == []  # Devanagari joiner
+    assert ids("അവന്\u200d വന്നു") == []  # a Malayalam chillu letter ends its word
+    assert ids("ภาษา\u200bไทย\u200bง่าย") == []  # Thai word breaks
+    assert ids("a\u200bb") == ["invisible_unicode_U+200B"]  # between Latin letters
+    assert ids("ab\u094d\u200b") == ["invisible_unicode_U+200B"]  # a virama frees only joiners
     assert ids("\u202bمرحبا\u202c") == []  # embedding in right-to-left text
     assert ids("\u2066abc\u2069") == ["invisible_unicode_U+2066", "invisible_unicode_U+2069"]  # no RTL letters
     assert ids("\u202eمرحبا") == ["invisible_unicode_U+202E"]  # an override never passes
