@@ -216,7 +216,8 @@ class ThreatRule:
     """One rule of the scanner, as written in ``threat_rules.yaml``.
 
     ``pattern`` is searched on normalised text (case-insensitive unless ``case``
-    is ``sensitive``); ``inner`` must then occur inside a match and ``unless`` must not;
+    is ``sensitive``) in which what ``mask`` matches is blanked out; ``inner`` must then
+    occur inside a match and ``unless`` must not;
     ``negatable`` skips a match preceded by a negation ("never …", ``negation_before``);
     ``negated_within``, when set, also skips one holding a negated verb of its own
     (".env … must not print … chat"). ``any`` lists words
@@ -233,6 +234,10 @@ class ThreatRule:
     weight: float = 1.0
     inner: str | None = None
     unless: str | None = None
+    #: Text that is no evidence for the rule, blanked (same length) before its pattern
+    #: runs: the identity file handed to ssh (``-i ~/.ssh/deploy``) opens a connection,
+    #: it is not what the connection sends; a second key path after it still counts.
+    mask: str | None = None
     negatable: bool = False
     #: The negation expressions (the rules file's ``negation`` section) of a negatable
     #: rule: one searched just before a match, one inside it (``negatable: within``).
@@ -289,6 +294,11 @@ class ThreatRule:
         return self._compiled(lambda: re.compile(self.unless, self.flags)) if self.unless else None
 
     @cached_property
+    def _mask(self) -> re.Pattern[str] | None:
+        # Applied to normalised text and to its lower-cased copy alike: case-insensitive.
+        return self._compiled(lambda: re.compile(self.mask, re.IGNORECASE)) if self.mask else None
+
+    @cached_property
     def _negation(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
         within = self.negated_within
         return (self._compiled(lambda: re.compile(self.negation_before, re.IGNORECASE)),
@@ -331,7 +341,7 @@ class ThreatRule:
 
     def check(self) -> None:
         """Compile every expression of the rule now; raises :class:`RuleError`."""
-        self.regex, self._inner, self._unless, self._lowered, self._negation  # noqa: B018 — compiling is the point
+        self.regex, self._inner, self._unless, self._mask, self._lowered, self._negation  # noqa: B018 — compiling is the point
 
     def find(self, text: str, pos: int = 0, endpos: int | None = None, *,
              lower: str | None = None) -> tuple[int, int] | None:
@@ -343,6 +353,8 @@ class ThreatRule:
             (regex, inner, unless), text = self._lowered, lower
         else:
             regex, inner, unless = self.regex, self._inner, self._unless
+        if self._mask is not None:
+            text = self._mask.sub(lambda m: " " * len(m.group()), text)
         if self.inner is None and self.unless is None and not self.negatable:
             match = regex.search(text, pos, stop)
             return match.span() if match else None
@@ -762,6 +774,7 @@ def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], 
         weight=float(item.get("weight", 1.0)),
         inner=_expand(str(item["inner"]), defs, where) if item.get("inner") else None,
         unless=_expand(str(item["unless"]), defs, where) if item.get("unless") else None,
+        mask=_expand(str(item["mask"]), defs, where) if item.get("mask") else None,
         negatable=bool(negatable),
         negation_before=negation[0],
         negated_within=negation[1] if negatable == "within" else None,
@@ -776,7 +789,7 @@ def _parse_rule(item: Any, i: int, defs: dict[str, str], kinds: dict[str, str], 
     )
     # Compiling waits for the first use (ThreatRule._compiled); an unbalanced
     # parenthesis, the commonest slip, is caught now at little cost.
-    for part in (rule.pattern, rule.inner, rule.unless):
+    for part in (rule.pattern, rule.inner, rule.unless, rule.mask):
         if part and _unbalanced(part):
             try:
                 re.compile(part, rule.flags)

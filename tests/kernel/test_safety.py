@@ -597,6 +597,7 @@ for unit in units:
             rule.find(variant)
             if rule.inner: rule._inner.search(variant[:4096])
             if rule.unless: rule._unless.search(variant[:4096])
+            if rule.mask: rule._mask.sub(" ", variant)
         scan(variant, max_chars=len(variant))
 print("done")
 """
@@ -666,7 +667,7 @@ def _nested_unbounded(pattern: str) -> list[str]:
 
 @pytest.mark.parametrize("rule", load_rules().rules, ids=lambda r: r.id)
 def test_no_rule_nests_unbounded_repeats(rule) -> None:
-    for part in (rule.pattern, rule.inner or "", rule.unless or ""):
+    for part in (rule.pattern, rule.inner or "", rule.unless or "", rule.mask or ""):
         assert _nested_unbounded(part) == [], rule.id
 
 
