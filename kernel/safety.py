@@ -47,7 +47,10 @@ How a text is scanned:
 6. The weights of the distinct rules found add up to the score; weak hints count
    together only within :data:`NEARBY` characters of each other. A match inside
    quotation marks in a text that talks about attacks (the rules file's ``quoted``
-   section) counts only ``quoted.weight``: training material quotes injections.
+   section) counts only ``quoted.weight``: training material quotes injections. So does
+   a command of the ``quoted.code_kinds`` (exfiltration, persistence) written as code
+   (in backticks or a fenced block) in a text that names attacks outright
+   (``quoted.code_meta``: "prompt injection", "malicious", "exfiltrate" …).
 7. When the rules did not block, the learned model (``threat_model.py``) scores the
    text; above its threshold it blocks as ``learned_injection``.
 8. When the rules blocked on one rule's worth of evidence (a score below twice the
@@ -397,6 +400,12 @@ class RuleSet:
     quoted_kinds: frozenset[str] = frozenset()
     quoted_weight: float = 1.0
     quoted_meta: re.Pattern[str] | None = None
+    #: Commands quoted as code (``quoted.code_kinds``): a match of one of these kinds in
+    #: backticks or a fenced block counts ``quoted_weight`` too, but only in a text that
+    #: names attacks outright (``code_meta``; "for example" is not enough: a skill's
+    #: setup step is code as well). A threat model lists ``curl -d @~/.aws/credentials``.
+    code_kinds: frozenset[str] = frozenset()
+    code_meta: re.Pattern[str] | None = None
 
     @cached_property
     def by_scope(self) -> dict[str, tuple[ThreatRule, ...]]:
@@ -827,12 +836,17 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
         seen.add(rule.id)
         rules.append(rule)
     quoted = data.get("quoted") or {}
-    try:
-        meta = re.compile(_expand(str(quoted["meta"]), defs, f"{source}: quoted"), re.IGNORECASE) if quoted.get("meta") else None
-    except re.error as exc:
-        raise RuleError(f"{source}: quoted.meta: bad regular expression: {exc}") from None
+
+    def expression(key: str) -> re.Pattern[str] | None:
+        try:
+            return re.compile(_expand(str(quoted[key]), defs, f"{source}: quoted"), re.IGNORECASE) if quoted.get(key) else None
+        except re.error as exc:
+            raise RuleError(f"{source}: quoted.{key}: bad regular expression: {exc}") from None
+
     return RuleSet(tuple(rules), float(data.get("threshold", 1.0)), kinds,
-                   frozenset(str(k) for k in quoted.get("kinds") or ()), float(quoted.get("weight", 1.0)), meta)
+                   frozenset(str(k) for k in quoted.get("kinds") or ()), float(quoted.get("weight", 1.0)),
+                   expression("meta"), frozenset(str(k) for k in quoted.get("code_kinds") or ()),
+                   expression("code_meta"))
 
 
 @lru_cache(maxsize=4)
@@ -1315,6 +1329,7 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
         return sorted(matches, key=lambda m: (-m[0].weight, ruleset.order[m[0].id]))
 
     about_attacks: bool | None = None  # whether the text talks about attacks (asked once)
+    names_attacks: bool | None = None  # … and names them outright (quoted.code_meta)
     lower = normalized.lower()
     words = _WORD_RE.findall(lower)
     for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, lower=lower, words=words)):
@@ -1322,6 +1337,11 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             if about_attacks is None:
                 about_attacks = ruleset.quoted_meta is not None and ruleset.quoted_meta.search(normalized) is not None
             if about_attacks:
+                rule = replace(rule, weight=min(rule.weight, ruleset.quoted_weight))
+        elif rule.kind in ruleset.code_kinds and _in_code(normalized, span):
+            if names_attacks is None:
+                names_attacks = ruleset.code_meta is not None and ruleset.code_meta.search(normalized) is not None
+            if names_attacks:
                 rule = replace(rule, weight=min(rule.weight, ruleset.quoted_weight))
         keep(rule, span, excerpt, "text", "text", raw_span(span))
     # The reversed text is searched by the rules of the word triggers it holds, which
@@ -1470,6 +1490,17 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
                 return True
             at = text.find("'", at + 1, end + len(right))
     return False
+
+
+def _in_code(text: str, span: tuple[int, int]) -> bool:
+    """Whether ``span`` starts in a fenced code block, or in backticks closed on its line
+    (a match may run on past the closing backtick: a URL's last characters)."""
+    start, end = span
+    if text.count("```", 0, start) % 2 == 1:
+        return True
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    return text.count("`", line_start, start) % 2 == 1 and "`" in text[start:len(text) if line_end < 0 else line_end]
 
 
 def _partly_quoted(text: str, span: tuple[int, int]) -> bool:
