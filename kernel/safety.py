@@ -184,6 +184,9 @@ NEGATION_BEFORE = r"(?:\b(?:never|not|don'?t|doesn'?t|shouldn'?t|mustn'?t|avoid|
 #: in the chat" negates the verb well before the match, and verb-final languages negate
 #: after it ("….env の値は貼らないで").
 NEGATION_LOOKBACK, SENTENCE_LOOKBACK, NEGATION_LOOKAHEAD = 40, 80, 24
+#: Characters beyond a searched range that a rule's mask covers (more than any window,
+#: negation or sentence look-around reaches).
+_MASK_MARGIN = 256
 _SENTENCE_END_RE = re.compile(r"[.!?。！？\n]")
 
 
@@ -357,7 +360,16 @@ class ThreatRule:
         else:
             regex, inner, unless = self.regex, self._inner, self._unless
         if self._mask is not None:
-            text = self._mask.sub(lambda m: " " * len(m.group()), text)
+            # Only the searched range and a margin for the look-arounds (windows,
+            # negations) is masked: a long text is searched in many small ranges.
+            base = max(0, pos - _MASK_MARGIN)
+            text = self._mask.sub(lambda m: " " * len(m.group()), text[base:stop + _MASK_MARGIN])
+            found = self._find(regex, inner, unless, text, pos - base, stop - base)
+            return (found[0] + base, found[1] + base) if found else None
+        return self._find(regex, inner, unless, text, pos, stop)
+
+    def _find(self, regex: re.Pattern[str], inner: re.Pattern[str] | None, unless: re.Pattern[str] | None,
+              text: str, pos: int, stop: int) -> tuple[int, int] | None:
         if self.inner is None and self.unless is None and not self.negatable:
             match = regex.search(text, pos, stop)
             return match.span() if match else None
