@@ -87,8 +87,12 @@ def test_gen_split_is_fixed_by_the_text_and_even_per_label_and_language() -> Non
         strata = Counter((r["label"], r["language"]) for r in rows + dev)
         train = Counter((r["label"], r["language"]) for r in rows)
         for key, n in strata.items():
-            if n >= 40:  # a hash splits large strata about evenly
-                assert 0.3 <= train[key] / n <= 0.7, (name, key, train[key], n)
+            # A hash splits a stratum like fair coin tosses: within four standard
+            # deviations (2·sqrt(n)) of half, else the split is not by the text alone.
+            # (A fixed 30-70% band failed by chance once 57 files had hundreds of strata:
+            # 9 of 40 Arabic attacks of secpers7 on the train side.)
+            if n >= 40:
+                assert abs(train[key] - n / 2) <= 2 * n ** 0.5, (name, key, train[key], n)
 
 
 def test_gen_dev_sides_meet_their_measured_floors(capsys: pytest.CaptureFixture[str]) -> None:
