@@ -849,7 +849,7 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
         rules.append(rule)
     quoted = data.get("quoted") or {}
 
-    def expression(key: str) -> re.Pattern[str] | None:
+    def quoted_expression(key: str) -> re.Pattern[str] | None:
         try:
             return re.compile(_expand(str(quoted[key]), defs, f"{source}: quoted"), re.IGNORECASE) if quoted.get(key) else None
         except re.error as exc:
@@ -857,8 +857,8 @@ def parse_rules(data: Any, source: str = "<rules>") -> RuleSet:
 
     return RuleSet(tuple(rules), float(data.get("threshold", 1.0)), kinds,
                    frozenset(str(k) for k in quoted.get("kinds") or ()), float(quoted.get("weight", 1.0)),
-                   expression("meta"), frozenset(str(k) for k in quoted.get("code_kinds") or ()),
-                   expression("code_meta"))
+                   quoted_expression("meta"), frozenset(str(k) for k in quoted.get("code_kinds") or ()),
+                   quoted_expression("code_meta"))
 
 
 @lru_cache(maxsize=4)
