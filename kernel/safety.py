@@ -1507,7 +1507,7 @@ def _quoted(text: str, span: tuple[int, int]) -> bool:
 def _in_code(text: str, span: tuple[int, int]) -> bool:
     """Whether ``span`` starts in a fenced code block, or in backticks closed on its line
     (a match may run on past the closing backtick: a URL's last characters)."""
-    start, end = span
+    start = span[0]
     if text.count("```", 0, start) % 2 == 1:
         return True
     line_start = text.rfind("\n", 0, start) + 1
