@@ -902,7 +902,9 @@ def normalize_for_scan(text: str) -> str:
 
 def _is_emoji(ch: str) -> bool:
     o = ord(ch)
+    # The arrows 2194-2199 end Unicode 15.1's head-shaking sequences (🙂‍↔️, 🙂‍↕️).
     return (0x1F000 <= o <= 0x1FAFF or 0x2600 <= o <= 0x27BF or 0x2B00 <= o <= 0x2BFF
+            or 0x2194 <= o <= 0x2199
             or o in (0xFE0F, 0x20E3, 0x2640, 0x2642, 0x2695, 0x2696, 0x2708, 0x2764)
             or 0x1F3FB <= o <= 0x1F3FF or o == 0x2B50)
 

@@ -409,6 +409,7 @@ def test_ordinary_uses_of_invisible_characters_pass() -> None:
     assert ids("\ufeffnotes") == []  # one leading BOM
     assert ids("notes\ufeffmore") == ["invisible_unicode_U+FEFF"]
     assert ids("👩\u200d💻 and 🏳️\u200d🌈") == []  # emoji ZWJ sequences
+    assert ids("🙂\u200d↔️ no, 🙂\u200d↕️ yes, 🚶\u200d➡️ leaving") == []  # Unicode 15.1's, ending in arrows
     assert ids("a\u200db") == ["invisible_unicode_U+200D"]  # between Latin letters
     assert ids("می\u200cخواهم") == []  # Persian non-joiner
     assert ids("क्\u200dष") == []  # Devanagari joiner
