@@ -81,8 +81,9 @@ HELDOUT_FP_CEILING = 0.018
 def test_gen_split_is_fixed_by_the_text_and_even_per_label_and_language() -> None:
     # A line's side depends on its text only: appending lines never moves one.
     assert [corpus_side(t) for t in ("a", "b", "c", "d")] == ["train", "train", "train", "dev"]
+    dev_sides = load_gen("dev")
     for name, rows in load_gen("train").items():
-        dev = load_gen("dev")[name]
+        dev = dev_sides[name]
         assert not {r["text"] for r in rows} & {r["text"] for r in dev}
         strata = Counter((r["label"], r["language"]) for r in rows + dev)
         train = Counter((r["label"], r["language"]) for r in rows)
@@ -95,6 +96,7 @@ def test_gen_split_is_fixed_by_the_text_and_even_per_label_and_language() -> Non
                 assert abs(train[key] - n / 2) <= 2 * n ** 0.5, (name, key, train[key], n)
 
 
+@pytest.mark.slow  # scans every gen dev side (~20,000 texts): about 13 s
 def test_gen_dev_sides_meet_their_measured_floors(capsys: pytest.CaptureFixture[str]) -> None:
     sides = load_gen("dev")
     every = [r for rows in sides.values() for r in rows]

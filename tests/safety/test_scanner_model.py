@@ -239,6 +239,7 @@ def test_unseen_rates_meet_their_measured_floor(name: str, learned: set[str]) ->
     assert blocked >= floor and wrong <= ceiling
 
 
+@pytest.mark.slow  # scans every gen dev side twice (rules alone, then with the model): about 8 s
 def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
     rules = load_rules()
     learned = []
@@ -284,6 +285,7 @@ def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece(
     assert p >= model.threshold and scan_for_threats(padding + "\n\n" + attack + "\n\n" + padding)
 
 
+@pytest.mark.slow  # runs the benchmark's report over every gen side: about 10 s
 def test_benchmark_reports_gen_sides_and_keeps_unseen_sets_out_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     bench = scanner_bench()
     bench.fresh(unseen=False)
