@@ -1461,6 +1461,7 @@ def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
 _QUOTE_MARKS = frozenset("".join(o + c for o, c in _QUOTES))
+_BACKTICKS = (("`", "`"),)
 
 
 def _apostrophe(text: str, at: int) -> tuple[bool, bool]:
@@ -1475,21 +1476,22 @@ def _apostrophe(text: str, at: int) -> tuple[bool, bool]:
     return not word_before and not after.isspace(), not before.isspace() and not word_after
 
 
-def _quoted(text: str, span: tuple[int, int]) -> bool:
-    """Whether ``span`` of ``text`` stands inside quotation marks on its line (looking at
-    most 200 characters either way)."""
+def _quoted(text: str, span: tuple[int, int], quotes: tuple[tuple[str, str], ...] = _QUOTES,
+            apostrophes: bool = True) -> bool:
+    """Whether ``span`` of ``text`` stands inside quotation marks (``quotes``, and plain
+    apostrophes unless told not) on its line (looking at most 200 characters either way)."""
     start, end = span
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     left = text[max(line_start, start - 200):start]
     right = text[end:min(len(text) if line_end < 0 else line_end, end + 200)]
-    for opening, closing in _QUOTES:
+    for opening, closing in quotes:
         if opening == closing:
             if left.count(opening) % 2 == 1 and closing in right:
                 return True
         elif (at := left.rfind(opening)) >= 0 and at > left.rfind(closing) and closing in right:
             return True
-    if "'" in left and "'" in right:
+    if apostrophes and "'" in left and "'" in right:
         # Each apostrophe is judged by the characters really beside it in the text (not
         # in the slices, whose ends would look like spaces).
         inside = False  # whether the apostrophes left of the span leave a quotation open
@@ -1510,11 +1512,7 @@ def _in_code(text: str, span: tuple[int, int]) -> bool:
     """Whether ``span`` starts in a fenced code block, or in backticks closed on its line
     (a match may run on past the closing backtick: a URL's last characters)."""
     start = span[0]
-    if text.count("```", 0, start) % 2 == 1:
-        return True
-    line_start = text.rfind("\n", 0, start) + 1
-    line_end = text.find("\n", start)
-    return text.count("`", line_start, start) % 2 == 1 and "`" in text[start:len(text) if line_end < 0 else line_end]
+    return text.count("```", 0, start) % 2 == 1 or _quoted(text, (start, start), _BACKTICKS, apostrophes=False)
 
 
 def _partly_quoted(text: str, span: tuple[int, int]) -> bool:
