@@ -59,8 +59,10 @@ How a text is scanned:
    (:data:`_VETO_MIN_FEATURES`), the model gives a second opinion: a text it reads as
    ordinary (probability below its ``veto`` and odds a quarter unit below its prior,
    :data:`_VETO_EVIDENCE`) passes, and the report says so
-   (``overruled``). Most false positives were one rule firing on a look-alike — a
-   security course, an ops note, a style rule.
+   (``overruled``). So does one its ``referee`` (``threat_model.Referee``, trained on
+   the rules' single matches alone) reads as a look-alike's, from the words of the
+   pieces holding the match and the model's probabilities. Most false positives were
+   one rule firing on a look-alike — a security course, an ops note, a style rule.
 
 Each finding is a :class:`Threat` naming the rule (``id``, ``kind``), the matched text
 (``excerpt``), where it is (``span`` in the raw text, ``layer`` = ``text``, ``base64`` …)
@@ -1418,7 +1420,7 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
     # (too few words to judge) beside ordinary paragraphs is not overruled by them.
     # Positions are compared in the raw text, where the findings' spans are (lower-casing
     # that changed the length, "İ", would shift them: not overruled).
-    if judge.veto <= 0 or len(lower) != len(normalized):
+    if (judge.veto <= 0 and judge.referee is None) or len(lower) != len(normalized):
         return None
     judged = judge.pieces(lower, least_words=MIN_WORDS)
     covered = [raw_span(piece) for piece in judged]
@@ -1433,15 +1435,19 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
         return None
     # Below the veto and at least _VETO_EVIDENCE below the prior, in log-odds.
     limit = min(judge.veto, sigmoid(judge.bias - _VETO_EVIDENCE))
-    # The best piece, as best_piece; the pieces holding a match first, and no further
-    # once one reaches the limit (an attack's usually does).
-    p = max(map(judge.score_features, holding.values()))
+    referee = judge.referee
+    # The best piece, as best_piece; the pieces holding a match first. Without a referee,
+    # no further once one reaches the limit (an attack's usually does).
+    held = max(map(judge.score_features, holding.values()))
+    p = held
     for i in range(len(judged)):
-        if p >= limit:
+        if p >= limit and referee is None:
             return None
         if i not in holding:
             p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
-    return round(p, 4) if p < limit else None
+    if p < limit or (referee is not None and referee.overrules(set().union(*holding.values()), held, p)):
+        return round(p, 4)
+    return None
 
 
 def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:

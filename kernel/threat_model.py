@@ -26,6 +26,11 @@ inflected order, markup (``<|im``, ``[/in``), a language the lexicon barely cove
 piece's log-odds are ``mix`` times the word model's and ``1 - mix`` times the character
 model's; where the word model's are below ``char_floor`` the character model is not
 asked, which spares most of its cost on ordinary text.
+
+A third, :class:`Referee`, is asked only when the rules blocked on one match in plain
+text (``hermes.safety``'s notes, step 8): trained on such texts alone, attacks against
+look-alikes, it reads the words around the match and the word model's probabilities, and
+a match it reads as a look-alike's is overruled.
 """
 
 from __future__ import annotations
@@ -291,6 +296,49 @@ def substantial(piece: str, least_words: int) -> bool:
     return words >= least_words or (not piece.isascii() and len(piece) >= 3 * least_words)
 
 
+class Referee:
+    """The second opinion on one rule's match (``hermes.safety``'s notes, step 8), trained
+    on the texts the rules block with one match: the attacks among them against the
+    look-alikes (security courses quoting an injection, ops notes with a key path, style
+    rules). The word model was trained to find what the rules miss, so its probability
+    alone tells a quoted example from a real order only when the text reads plainly
+    ordinary; the referee reads the words around the match (the pieces holding it) and
+    that probability twice over — of those pieces (``hold``) and of the whole text's best
+    piece (``best``). Its log-odds below ``threshold`` overrule the match. Weights are
+    whole numbers of the model's ``scale``, summed over the distinct features of the
+    holding pieces and divided by sqrt(max(count, :data:`MIN_FEATURES`)) like the word
+    model's."""
+
+    #: Log-odds fed to the referee are clipped to this magnitude: a probability of
+    #: exactly 0 or 1 (a model reading nothing) must not weigh without bound.
+    CLIP = 12.0
+
+    def __init__(self, weights: dict[str, int], bias: float, hold: float, best: float, threshold: float,
+                 scale: float = 0.01) -> None:
+        self.weights, self.bias, self.hold, self.best = weights, bias, hold, best
+        self.threshold, self.scale = threshold, scale
+
+    def log_odds(self, distinct: set[str], p_hold: float, p_best: float) -> float:
+        """The referee's log-odds that the match is an attack: ``distinct`` are the
+        features of the pieces holding it, ``p_hold`` and ``p_best`` the word model's
+        probabilities of those pieces and of the text's best piece."""
+        units = sum(filter(None, map(self.weights.get, distinct)))
+        return (self.bias + self.hold * _clipped_logit(p_hold, self.CLIP) + self.best * _clipped_logit(p_best, self.CLIP)
+                + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES)))
+
+    def overrules(self, distinct: set[str], p_hold: float, p_best: float) -> bool:
+        """Whether the match reads as a look-alike's (log-odds below ``threshold``)."""
+        return self.log_odds(distinct, p_hold, p_best) < self.threshold
+
+
+def _clipped_logit(p: float, clip: float) -> float:
+    if p <= 0.0:
+        return -clip
+    if p >= 1.0:
+        return clip
+    return max(-clip, min(clip, math.log(p / (1 - p))))
+
+
 class ThreatModel:
     """Weights by feature name, a bias, the probability at which a text blocks
     (``threshold``) and the one below which the model overrules a single rule's match
@@ -302,13 +350,14 @@ class ThreatModel:
     ``char_floor``, chosen by the trainer so that out of fold almost no attack is
     decided there (at most 0.1% of those it blocks): the character model, most of the
     cost, is then not asked and the word model's own probability stands. The veto asks
-    the word model alone (:meth:`score`)."""
+    the word model alone (:meth:`score`), and so does the :class:`Referee` (``referee``)
+    when the file has one."""
 
     def __init__(self, weights: dict[str, int], bias: float, threshold: float,
                  lexicon: Lexicon | None = None, scale: float = 0.01,
                  piece_discount: float = PIECE_DISCOUNT, veto: float = 0.0,
                  chars: dict[str, int] | None = None, char_bias: float = 0.0, mix: float = 1.0,
-                 char_floor: float = -math.inf) -> None:
+                 char_floor: float = -math.inf, referee: Referee | None = None) -> None:
         #: Weights are whole numbers of ``scale``: their sum is exact whatever the order of
         #: the feature set, which changes with the process's hash seed (a float sum
         #: differed in the last bits from one process to the next).
@@ -318,6 +367,7 @@ class ThreatModel:
         self.chars, self.char_bias = chars or {}, char_bias
         self.mix = mix if self.chars else 1.0
         self.char_floor = char_floor
+        self.referee = referee
 
     def score(self, lower: str) -> float:
         """The word model's probability that ``lower`` (one piece) is an attack."""
@@ -407,11 +457,15 @@ def load_model(path: str | Path | None = None) -> ThreatModel:
         weights = {f: int(q) for f, q in data["weights"].items()}
         concepts = data.get("concepts")
         chars = {g: int(q) for g, q in (data.get("chars") or {}).items()}
+        scale = float(data["scale"])
+        ref = data.get("referee")
+        referee = (Referee({f: int(q) for f, q in ref["weights"].items()}, float(ref["bias"]), float(ref["hold"]),
+                           float(ref["best"]), float(ref["threshold"]), scale) if ref else None)
         return ThreatModel(weights, float(data["bias"]), float(data["threshold"]),
-                           Lexicon(concepts) if concepts else None, float(data["scale"]),
+                           Lexicon(concepts) if concepts else None, scale,
                            float(data.get("piece_discount", PIECE_DISCOUNT)), float(data.get("veto", 0.0)),
                            chars, float(data.get("char_bias", 0.0)), float(data.get("mix", 1.0)),
-                           -math.inf if data.get("char_floor") is None else float(data["char_floor"]))
+                           -math.inf if data.get("char_floor") is None else float(data["char_floor"]), referee)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{source}: cannot read the scanner model ({exc}); reinstall hermes or "
                          "rebuild it with benchmarks/train_scanner_model.py") from None
