@@ -20,14 +20,15 @@ lower case) to each quoted lexeme.
 from __future__ import annotations
 
 import re
+import sys
 import time
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import hermes
 
-_WORD_RE = re.compile(r"[^\W_]+")
 _CJK_CLASS = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in hermes.CJK_RANGES)
 _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 #: Indexed text is cut here (a tsvector holds at most 1 MB; nobody searches page 400 of
@@ -45,6 +46,24 @@ def cjk_grams(run: str) -> list[str]:
     return [run] if len(run) < 2 else [run[i:i + 2] for i in range(len(run) - 1)]
 
 
+@cache
+def _word_re() -> re.Pattern[str]:
+    """Runs of letters, digits and combining marks. The server's ``[[:alnum:]]`` (a UTF-8
+    database) counts a vowel sign or a combining accent as part of its word — ``हिंदी`` is
+    one word there — while Python's ``\\w`` splits at it (``ह द``): the words the store
+    indexes and the ones ``hermes_words`` computes on a rebuild would differ. Built on
+    first use (a pass over the code points, about 0.2 s) rather than at import."""
+    marks, start = [], None
+    for code in range(sys.maxunicode + 2):
+        is_mark = code <= sys.maxunicode and unicodedata.category(chr(code)).startswith("M")
+        if is_mark and start is None:
+            start = code
+        elif not is_mark and start is not None:
+            marks.append(f"{re.escape(chr(start))}-{re.escape(chr(code - 1))}")
+            start = None
+    return re.compile(f"(?:[^\\W_]|[{''.join(marks)}])+")
+
+
 def words(text: str | None) -> str:
     """``text`` as space-separated word tokens, the way both the index and the queries
     see it: runs of letters and digits (``_`` and punctuation split); a CJK run split off
@@ -55,7 +74,7 @@ def words(text: str | None) -> str:
     if not text:
         return ""
     text = _CJK_RUN_RE.sub(lambda m: " " + " ".join(cjk_grams(m.group(0))) + " ", text[:MAX_INDEXED_CHARS])
-    return " ".join(_WORD_RE.findall(text))
+    return " ".join(_word_re().findall(text))
 
 
 def gram_test(gram: str, weight: str, own: str) -> tuple[str, str]:
@@ -246,7 +265,7 @@ def word_snippet(content: str, query_terms: list[str], stems: list[str], width: 
     token or starts with a stem or prefix in ``stems``."""
     exact = {_fold(t) for t in query_terms}
     starts = [_fold(s) for s in stems if s]
-    spans = [(m.start(), m.end()) for m in _WORD_RE.finditer(content)]
+    spans = [(m.start(), m.end()) for m in _word_re().finditer(content)]
     if not spans:
         return content[:120]
     hit = [(_fold(content[a:b]) in exact) or any(_fold(content[a:b]).startswith(s) for s in starts)
