@@ -52,6 +52,15 @@ where a rule raised a weak hint came out equal to this one and was dropped.)
 step 8) is chosen on the same out-of-fold probabilities: the highest of VETOES that lets
 at most VETO_MISS of the training attacks the rules block through.
 
+The ``referee`` (hermes.threat_model.Referee, the same step) is a third linear model,
+fitted by L-BFGS on the texts a second opinion may overrule (one rule's plain match,
+enough words around it): the attacks among them against the benign look-alikes, weighing
+half each. It reads the features of the pieces holding the match and the word model's
+out-of-fold probabilities of those pieces and of the best piece (stacked, so that it
+learns how far to trust the word model on a text it has not seen). Its threshold is
+chosen out of fold within those texts (5 folds): the lowest log-odds that overrules at
+most REFEREE_MISS of their attacks.
+
     python benchmarks/train_scanner_model.py [--check] [--refresh-extras]
 """
 
@@ -76,6 +85,7 @@ from hermes.threat_model import (
     MODEL_PATH,
     Lexicon,
     ReadsAllAsOrdinary,
+    Referee,
     ThreatModel,
     char_grams,
     chunks,
@@ -132,6 +142,14 @@ CHAR_KEEP = 60000
 #: Weights of the word model's log-odds in the mix (the rest is the character model's);
 #: cross-validation picks one. 1.0 is the word model alone.
 MIXES = (0.3, 0.5, 1.0)
+#: The referee (see the module notes): its L2 penalty, and the share of the overrulable
+#: attacks its threshold may let through out of fold. Chosen on the validation sets (gen
+#: and fresh2-12 dev halves, fresh13-23 in aggregate), the same model without and with a
+#: referee: benign texts blocked 281 -> 215, 18 -> 15, 7 -> 4 and 59 -> 44 for 12, 0, 2
+#: and 2 attacks (penalties 3e-5 to 1e-2 and shares of 0.5% to 1% tried; 1e-3 and 0.5%
+#: freed about half as many).
+REFEREE_L2 = 1e-4
+REFEREE_MISS = 0.01
 #: Floors tried for the word model's log-odds below which the character model is not
 #: asked (hermes.threat_model.ThreatModel): the highest that loses at most FLOOR_MISS of
 #: the attacks the mix blocks out of fold. With the first mix trained (n-grams of 2 to 5),
@@ -217,8 +235,8 @@ LEXICON = Lexicon(concepts())
 class Sample:
     """One training text: its pieces' features, label, source group and weight."""
 
-    __slots__ = ("feats", "gpieces", "grams", "group", "label", "lower", "pieces", "ruled", "scope", "text",
-                 "vetoable")
+    __slots__ = ("feats", "gpieces", "grams", "group", "held", "label", "lower", "pieces", "ruled", "scope",
+                 "text", "vetoable")
 
     def __init__(self, text: str, label: int, group: str, scope: str = "memory",
                  index: dict[str, int] | None = None) -> None:
@@ -238,6 +256,24 @@ class Sample:
         self.gpieces = ([gram_ids(lower[a:b], index) for a, b in chunks(lower)
                          if substantial(lower[a:b], MIN_WORDS)] if label and len(lower) > CHUNK else [])
         self.ruled = self.vetoable = False
+        self.held: list[set[str]] = []  # features of the pieces holding an overrulable match
+
+
+class HoldingRecorder(ReadsAllAsOrdinary):
+    """The trainer's probe (see load_samples): it overrules everything it may and keeps the
+    features of the pieces holding the match, which the second opinion asks it about
+    through ``score_features`` (the other pieces go through ``score``)."""
+
+    def __init__(self, lexicon: Lexicon) -> None:
+        super().__init__(lexicon)
+        self.held: list[set[str]] = []
+
+    def score(self, lower: str) -> float:
+        return 0.0
+
+    def score_features(self, distinct: set[str]) -> float:
+        self.held.append(distinct)
+        return 0.0
 
 
 def gram_ids(lower: str, index: dict[str, int]) -> np.ndarray:
@@ -265,11 +301,13 @@ def load_samples() -> tuple[list[Sample], list[str]]:
     # A model that reads every piece as plainly ordinary and never blocks asks the
     # scanner itself which texts a second opinion could overrule (hermes.safety, step 8):
     # the veto is chosen on those, under the very conditions of scan time.
-    probe = ReadsAllAsOrdinary(LEXICON)
+    probe = HoldingRecorder(LEXICON)
     for s in samples:
+        probe.held = []
         report = scan(s.text, scope=s.scope, rules=rules, model=probe)
         s.ruled = report.score >= report.threshold  # attacks the rules miss weigh more (see design)
         s.vetoable = report.overruled is not None
+        s.held = probe.held if s.vetoable else []
     return samples, grams
 
 
@@ -346,6 +384,24 @@ def fit(samples: list[Sample]) -> tuple[dict[str, int], float, dict[int, int]]:
     return {f: u for f, u in quantised.items() if u}, float(b), chosen
 
 
+def logistic(X: csr_matrix, y: np.ndarray, weights: np.ndarray, l2: float, steps: int) -> np.ndarray:
+    """Weighted, L2-regularised logistic regression by L-BFGS: the weights of X's columns,
+    then the bias (rows weigh ``weights`` normalised to sum to 1)."""
+    Xt = X.T.tocsr()
+    cw = weights / weights.sum()
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:-1], theta[-1]
+        z = X @ w + b
+        # log(1 + e^-m) for the margin m, and its derivative, without overflow
+        m = np.where(y > 0, z, -z)
+        value = float(cw @ np.logaddexp(0, -m)) + l2 / 2 * float(w @ w)
+        g = cw * (1 / (1 + np.exp(-z)) - y)
+        return value, np.concatenate([Xt @ g + l2 * w, [g.sum()]])
+
+    return minimize(loss, np.zeros(X.shape[1] + 1), jac=True, method="L-BFGS-B", options={"maxiter": steps}).x
+
+
 def fit_chars(samples: list[Sample], grams: list[str], chosen: dict[int, int]) -> tuple[dict[str, int], float]:
     """The character model: weights by n-gram (idf folded in, whole numbers of 1/QUANT,
     the CHAR_KEEP largest) and bias. The same rows and weights as the word model's second
@@ -370,21 +426,7 @@ def fit_chars(samples: list[Sample], grams: list[str], chosen: dict[int, int]) -
         y.append(s.label)
         wt.append(w)
     X = csr_matrix((np.concatenate(vals), np.concatenate(cols), np.array(indptr)), shape=(len(y), len(known)))
-    Xt = X.T.tocsr()
-    yv, cw = np.array(y, dtype=float), np.array(wt)
-    cw = cw / cw.sum()
-
-    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        w, b = theta[:-1], theta[-1]
-        z = X @ w + b
-        # log(1 + e^-m) for the margin m, and its derivative, without overflow
-        m = np.where(yv > 0, z, -z)
-        value = float(cw @ np.logaddexp(0, -m)) + CHAR_L2 / 2 * float(w @ w)
-        g = cw * (1 / (1 + np.exp(-z)) - yv)
-        return value, np.concatenate([Xt @ g + CHAR_L2 * w, [g.sum()]])
-
-    theta = minimize(loss, np.zeros(len(known) + 1), jac=True, method="L-BFGS-B",
-                     options={"maxiter": CHAR_STEPS}).x
+    theta = logistic(X, np.array(y, dtype=float), np.array(wt), CHAR_L2, CHAR_STEPS)
     folded = theta[:-1] * idf
     keep = np.argsort(-np.abs(folded), kind="stable")[:CHAR_KEEP]
     quantised = {grams[known[i]]: round(float(folded[i]) * QUANT) for i in sorted(keep)}
@@ -428,6 +470,7 @@ def thresholds(samples: list[Sample], grams: list[str], max_fp: float) -> tuple[
         fold[i] = seen[s.group] % FOLDS
         seen[s.group] += 1
     z: list[np.ndarray] = [np.zeros((0, 2))] * len(samples)
+    held = np.zeros(len(samples))  # the word model's log-odds of the pieces holding a match
     for k in range(FOLDS):
         train = [s for i, s in enumerate(samples) if fold[i] != k]
         weights, bias, chosen = fit(train)
@@ -436,6 +479,8 @@ def thresholds(samples: list[Sample], grams: list[str], max_fp: float) -> tuple[
         for i, s in enumerate(samples):
             if fold[i] == k:  # as at scan time, before the mix and discount tried below
                 z[i] = piece_log_odds(model, s.lower)
+                if s.held:
+                    held[i] = max(map(model.log_odds, s.held))
     pieces = [len(x) for x in z]
     by_mix = {mix: np.array([best_of(x, mix) for x in z]) for mix in MIXES}
     raw = np.array([best_of(x, 1.0) for x in z])  # the word model alone: what the veto asks
@@ -473,6 +518,8 @@ def thresholds(samples: list[Sample], grams: list[str], max_fp: float) -> tuple[
         print(f"budget {budget}: threshold {t:.3f}, cv block rate {(oof[attack] >= t).mean():.3f}, "
               f"of attacks the rules miss {(oof[missed] >= t).mean():.3f}", file=sys.stderr)
     report["veto"] = choose_veto(samples, raw)
+    best = np.array([float(x[:, 0].max()) if len(x) else -np.inf for x in z])
+    report["referee"] = fit_referee(samples, held, best)
     floor = -np.inf
     blocked = (oof[attack] >= alone).sum()
     for f in FLOORS if mix < 1.0 else ():
@@ -510,11 +557,55 @@ def choose_veto(samples: list[Sample], raw: np.ndarray) -> float:
     return chosen
 
 
+def fit_referee(samples: list[Sample], held: np.ndarray, best: np.ndarray) -> dict:
+    """The referee (see the module notes) for the model file, fitted on the overrulable
+    texts with the word model's out-of-fold log-odds of their holding pieces (``held``)
+    and best piece (``best``)."""
+    rows = [i for i, s in enumerate(samples) if s.vetoable]
+    df = Counter(f for i in rows for f in set().union(*samples[i].held))
+    vocab = {f: j for j, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_TEXTS))}
+    clip = Referee.CLIP
+    indptr, cols, vals = [0], [], []
+    for i in rows:
+        distinct = set().union(*samples[i].held)
+        js = sorted(vocab[f] for f in distinct if f in vocab)
+        cols += [*js, len(vocab), len(vocab) + 1]
+        vals += [1 / np.sqrt(max(len(distinct), MIN_FEATURES))] * len(js)
+        vals += [float(np.clip(held[i], -clip, clip)), float(np.clip(best[i], -clip, clip))]
+        indptr.append(len(cols))
+    X = csr_matrix((np.array(vals), np.array(cols), np.array(indptr)), shape=(len(rows), len(vocab) + 2))
+    y = np.array([samples[i].label for i in rows], dtype=float)
+    weights = np.where(y > 0, 0.5 / max(1, y.sum()), 0.5 / max(1, (1 - y).sum()))
+    # Out of fold: every FOLDS-th text of each label.
+    fold = np.zeros(len(rows), dtype=int)
+    for label in (0, 1):
+        at = np.flatnonzero(y == label)
+        fold[at] = np.arange(len(at)) % FOLDS
+    oof = np.zeros(len(rows))
+    for k in range(FOLDS):
+        theta = logistic(X[fold != k], y[fold != k], weights[fold != k], REFEREE_L2, CHAR_STEPS)
+        oof[fold == k] = X[fold == k] @ theta[:-1] + theta[-1]
+    ranked = np.sort(oof[y > 0])
+    threshold = float(ranked[int(REFEREE_MISS * len(ranked))]) if len(ranked) else -np.inf
+    print(f"referee: {len(rows)} overrulable texts ({int(y.sum())} attacks), out of fold it frees "
+          f"{int((oof[y == 0] < threshold).sum())} benign texts and lets {int((oof[y > 0] < threshold).sum())} "
+          "attacks through", file=sys.stderr)
+    theta = logistic(X, y, weights, REFEREE_L2, CHAR_STEPS)
+    inv = sorted(vocab, key=vocab.get)
+    quantised = {f: round(float(theta[j]) * QUANT) for j, f in enumerate(inv) if abs(theta[j]) >= PRUNE}
+    return {"threshold": round(threshold, 4), "bias": round(float(theta[-1]), 4),
+            "hold": round(float(theta[len(vocab)]), 4), "best": round(float(theta[len(vocab) + 1]), 4),
+            "weights": {f: u for f, u in sorted(quantised.items()) if u}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # 1% (0.5% until the second opinion): the veto frees about a third of the rules' false
-    # positives, and the model's share of the budget buys the most attacks per point.
-    parser.add_argument("--max-fp", type=float, default=0.01, help="out-of-fold FP budget per benign source")
+    # 1.5% since the referee (1% until then, 0.5% until the second opinion): the referee
+    # frees about half the rules' false positives on the validation sets, and the budget
+    # buys attacks. 1.5% improved every validation set on both sides against 1% without a
+    # referee; 2% blocked 2-4 points more attacks, but 0.7 points more of the corpus
+    # writers' short benign look-alikes (gen dev).
+    parser.add_argument("--max-fp", type=float, default=0.015, help="out-of-fold FP budget per benign source")
     parser.add_argument("--check", action="store_true", help="only check the packaged file is up to date")
     parser.add_argument("--out", type=Path, default=MODEL_PATH, help="where to write the model (experiments)")
     parser.add_argument("--refresh-extras", action="store_true", help=f"rebuild {EXTRA.name} from the docs first")
@@ -523,6 +614,7 @@ def main() -> int:
         refresh_extras()
     samples, grams = load_samples()
     alone, per, mix, floor, report = thresholds(samples, grams, args.max_fp)
+    referee = report.pop("referee")
     weights, bias, chosen = fit(samples)
     kept = dict(sorted(weights.items()))
     chars, char_bias = fit_chars(samples, grams, chosen) if mix < 1.0 else ({}, 0.0)
@@ -535,6 +627,7 @@ def main() -> int:
             "bias": round(bias, 4), "scale": 1 / QUANT, "concepts": LEXICON.concepts, "weights": kept}
     if chars:
         data.update(mix=mix, char_floor=floor if np.isfinite(floor) else None, char_bias=round(char_bias, 4), chars=dict(sorted(chars.items())))
+    data["referee"] = referee
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False) + "\n"
     if args.check:
         same = MODEL_PATH.exists() and MODEL_PATH.read_text(encoding="utf-8") == text
@@ -543,7 +636,8 @@ def main() -> int:
     args.out.write_text(text, encoding="utf-8")
     print(json.dumps({"features": len(kept), "char_features": len(chars), "mix": mix,
                       "bytes": len(text.encode()), "threshold": alone, "piece_discount": per,
-                      "texts": dict(counts), **report}))
+                      "texts": dict(counts), **report,
+                      "referee_features": len(referee["weights"]), "referee_threshold": referee["threshold"]}))
     return 0
 
 

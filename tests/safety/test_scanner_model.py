@@ -44,8 +44,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_model_file_loads_and_is_compact() -> None:
     model = load_model()
     # The budget: the file is read on the first scan (about 70 ms). 1.5 MB until stop 16; the
-    # character model's 60,000 weights add 0.9 MB and most of this stop's gain.
-    assert MODEL_PATH.stat().st_size < 2_600_000
+    # character model's 60,000 weights add 0.9 MB and most of that stop's gain; 2.6 MB
+    # until stop 18, when the referee's weights and the eighth batch's words came in.
+    assert MODEL_PATH.stat().st_size < 2_900_000
     assert 0.5 < model.threshold < 1.0
     assert len(model.weights) > 1000 and model.lexicon is not None
     data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
