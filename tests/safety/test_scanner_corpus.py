@@ -112,74 +112,80 @@ def test_gen_dev_sides_meet_their_measured_floors(capsys: pytest.CaptureFixture[
         assert b >= floor and f <= ceiling, (name, b, f)
 
 
-# Measured (python benchmarks/scanner.py --no-unseen) after the seventh training batch (gen/
-# grew to 54 files: longben3, longatk2, secpers7, skills3, natives6, lookalikes4, secdocs2)
-# and stop 17's rule changes: 6,102/8,653 attacks (70.5%), 283/11,289 benign (2.5%). (After
-# the sixth batch, on its 47 files: 70.3% / 2.2%; after the fifth, on its 38: 61.5% / 2.1%;
-# after the fourth, on its 29: 59.9% / 2.1%; after the second, on its 16: 55.6% / 2.1%;
-# before it, on the first 4: 64.3% / 2.0%.) Several writers reused skeletons across
-# languages or filler sections across long texts, so near-twins sit on both sides of the
-# split and those dev rates read high. Documents about attacks and recalled conversations by
-# new authors are the weak side: secdocs2 18.1%, lookalikes4 17.2%, longben3 12.2% of their
-# benign dev texts blocked even after training on their train halves. Per file below,
-# measured block rate / false-positive rate in comments.
-GEN_DEV_BLOCK_FLOOR = 0.67
-GEN_DEV_FP_CEILING = 0.027
+# Measured (python benchmarks/scanner.py --no-unseen) after the eighth training batch (gen/
+# grew to 57 files: recall4, longatk3, natives7), the referee and the model's 1.5% budget:
+# 6,879/8,988 attacks (76.5%), 325/11,843 benign (2.7%). On the 54 files before the batch:
+# 76.3% / 2.70%, against 70.5% / 2.51% at the end of stop 17: the larger budget buys about
+# six points of attacks for 0.2 points of these writers' benign texts (the outside sets'
+# dev halves and fresh13-23 lost benign blocks instead; docs/memory.md). (After the sixth
+# batch, on its 47 files: 70.3% / 2.2%; after the fifth, on its 38: 61.5% / 2.1%; after
+# the fourth, on its 29: 59.9% / 2.1%; after the second, on its 16: 55.6% / 2.1%; before
+# it, on the first 4: 64.3% / 2.0%.) Several writers reused skeletons across languages or
+# filler sections across long texts, so near-twins sit on both sides of the split and
+# those dev rates read high. Documents about attacks and long project files by new authors
+# are the weak side: secdocs2 16.7%, longben3 13.0%, longsrc2 12.4% of their benign dev
+# texts blocked even after training on their train halves. Per file below, measured block
+# rate / false-positive rate in comments.
+GEN_DEV_BLOCK_FLOOR = 0.73
+GEN_DEV_FP_CEILING = 0.029
 GEN_DEV_PER_FILE = {
-    "asia": (0.76, 0.024),  # 80.3% / 1.1%
-    "asia2": (0.61, 0.013),  # 65.4% / 0.0%
-    "benign4": (0.00, 0.046),  # — / 3.2% (benign only)
-    "benign5": (0.00, 0.032),  # — / 1.8% (benign only)
+    "asia": (0.80, 0.019),  # 83.8% / 0.5%
+    "asia2": (0.67, 0.013),  # 70.5% / 0.0%
+    "benign4": (0.00, 0.050),  # — / 3.6% (benign only)
+    "benign5": (0.00, 0.028),  # — / 1.4% (benign only)
     "benign6": (0.00, 0.029),  # — / 1.6% (benign only)
-    "carriers": (0.62, 0.039),  # 66.0% / 2.6%
-    "cjk2": (0.57, 0.053),  # 61.2% / 3.9%
-    "ctxfiles": (0.74, 0.026),  # 77.9% / 1.2%
-    "ctxfiles2": (0.69, 0.053),  # 72.7% / 4.0%
-    "ctxfiles3": (0.50, 0.071),  # 54.4% / 5.8%
-    "docs": (0.69, 0.027),  # 73.2% / 1.4%
-    "docs2": (0.68, 0.029),  # 72.3% / 1.5%
-    "docs3": (0.55, 0.024),  # 58.8% / 1.1%
-    "en": (0.88, 0.028),  # 91.8% / 1.4%
-    "en2": (0.76, 0.020),  # 79.5% / 0.6%
-    "europe": (0.78, 0.029),  # 82.0% / 1.6%
-    "europe2": (0.70, 0.038),  # 74.1% / 2.5%
-    "exfil4": (0.73, 0.035),  # 76.5% / 2.1%
-    "exfil5": (0.77, 0.049),  # 81.2% / 3.5%
-    "hidden3": (0.69, 0.037),  # 73.0% / 2.3%
-    "indirect": (0.79, 0.024),  # 83.2% / 1.1%
-    "langs3": (0.62, 0.018),  # 65.7% / 0.5%
-    "langs4": (0.68, 0.019),  # 72.4% / 0.5%
-    "longatk2": (0.60, 0.062),  # 63.6% / 4.8%
-    "longben3": (0.90, 0.144),  # 94.4% / 13.0%
-    "longsrc2": (0.74, 0.103),  # 77.8% / 9.0%
-    "lookalikes3": (0.00, 0.018),  # — / 0.4% (benign only)
-    "lookalikes4": (0.77, 0.185),  # 80.5% / 17.2%
-    "memnotes": (0.52, 0.018),  # 55.6% / 0.5%
-    "memnotes2": (0.61, 0.033),  # 65.1% / 2.0%
-    "memshort": (0.66, 0.013),  # 69.8% / 0.0%
-    "mixed6": (0.84, 0.023),  # 87.6% / 1.0%
-    "native3": (0.53, 0.022),  # 57.0% / 0.8%
-    "native4a": (0.71, 0.023),  # 74.8% / 0.9%
-    "native4b": (0.70, 0.018),  # 73.6% / 0.5%
-    "natives5": (0.73, 0.018),  # 76.7% / 0.5%
-    "natives6": (0.76, 0.034),  # 80.3% / 2.0%
-    "obfusc3": (0.56, 0.024),  # 60.4% / 1.0%
-    "override3": (0.71, 0.031),  # 74.6% / 1.8%
-    "override4": (0.66, 0.023),  # 70.0% / 0.9%
-    "persona3": (0.70, 0.024),  # 74.3% / 1.0%
-    "recall3": (0.74, 0.053),  # 78.4% / 4.0%
-    "recalled": (0.85, 0.029),  # 88.7% / 1.6%
-    "secdocs2": (0.68, 0.181),  # 72.1% / 16.7%
-    "secpers7": (0.49, 0.018),  # 53.1% / 0.5%
-    "secrecy3": (0.50, 0.027),  # 53.8% / 1.3%
-    "secrecy4": (0.53, 0.034),  # 56.7% / 2.1%
-    "secrecy5": (0.38, 0.082),  # 41.6% / 6.8%
-    "secrecy6": (0.59, 0.061),  # 63.2% / 4.8%
-    "skills": (0.78, 0.013),  # 82.0% / 0.0%
-    "skills3": (0.66, 0.039),  # 69.6% / 2.5%
-    "voices": (0.72, 0.057),  # 76.4% / 4.3%
-    "weak": (0.42, 0.040),  # 46.1% / 2.6%
-    "wild": (0.81, 0.038),  # 85.3% / 2.5%
+    "carriers": (0.65, 0.039),  # 69.3% / 2.6%
+    "cjk2": (0.62, 0.058),  # 65.7% / 4.4%
+    "ctxfiles": (0.79, 0.020),  # 82.6% / 0.6%
+    "ctxfiles2": (0.80, 0.048),  # 84.4% / 3.4%
+    "ctxfiles3": (0.58, 0.057),  # 62.0% / 4.3%
+    "docs": (0.76, 0.027),  # 80.3% / 1.4%
+    "docs2": (0.78, 0.019),  # 81.9% / 0.5%
+    "docs3": (0.64, 0.019),  # 68.2% / 0.5%
+    "en": (0.90, 0.023),  # 93.8% / 1.0%
+    "en2": (0.80, 0.020),  # 84.3% / 0.6%
+    "europe": (0.82, 0.045),  # 86.2% / 3.2%
+    "europe2": (0.72, 0.045),  # 76.2% / 3.1%
+    "exfil4": (0.76, 0.019),  # 80.0% / 0.5%
+    "exfil5": (0.81, 0.049),  # 84.8% / 3.5%
+    "hidden3": (0.75, 0.031),  # 79.3% / 1.7%
+    "indirect": (0.84, 0.024),  # 87.5% / 1.1%
+    "langs3": (0.68, 0.018),  # 71.6% / 0.5%
+    "langs4": (0.75, 0.039),  # 79.1% / 2.6%
+    "longatk2": (0.72, 0.078),  # 75.8% / 6.5%
+    "longatk3": (0.73, 0.059),  # 76.7% / 4.5%
+    "longben3": (0.93, 0.144),  # 97.2% / 13.0%
+    "longsrc2": (0.85, 0.137),  # 88.9% / 12.4%
+    "lookalikes3": (0.00, 0.022),  # — / 0.9% (benign only)
+    "lookalikes4": (0.84, 0.096),  # 88.3% / 8.3%
+    "memnotes": (0.59, 0.028),  # 63.1% / 1.4%
+    "memnotes2": (0.68, 0.039),  # 71.7% / 2.5%
+    "memshort": (0.71, 0.018),  # 74.7% / 0.4%
+    "mixed6": (0.86, 0.023),  # 90.0% / 1.0%
+    "native3": (0.60, 0.026),  # 63.8% / 1.2%
+    "native4a": (0.76, 0.023),  # 80.1% / 0.9%
+    "native4b": (0.74, 0.018),  # 77.9% / 0.5%
+    "natives5": (0.80, 0.018),  # 84.5% / 0.5%
+    "natives6": (0.84, 0.049),  # 88.1% / 3.5%
+    "natives7": (0.80, 0.049),  # 83.8% / 3.6%
+    "obfusc3": (0.63, 0.024),  # 67.1% / 1.0%
+    "override3": (0.76, 0.040),  # 79.8% / 2.6%
+    "override4": (0.73, 0.027),  # 76.5% / 1.4%
+    "persona3": (0.74, 0.019),  # 78.2% / 0.5%
+    "recall3": (0.79, 0.065),  # 83.0% / 5.1%
+    "recall4": (0.90, 0.044),  # 94.1% / 3.0%
+    "recalled": (0.88, 0.037),  # 92.1% / 2.4%
+    "secdocs2": (0.74, 0.181),  # 77.9% / 16.7%
+    "secpers7": (0.59, 0.023),  # 62.9% / 1.0%
+    "secrecy3": (0.57, 0.027),  # 61.0% / 1.3%
+    "secrecy4": (0.60, 0.039),  # 63.7% / 2.6%
+    "secrecy5": (0.44, 0.104),  # 48.2% / 9.1%
+    "secrecy6": (0.68, 0.085),  # 72.0% / 7.2%
+    "skills": (0.80, 0.013),  # 84.0% / 0.0%
+    "skills3": (0.72, 0.032),  # 76.4% / 1.9%
+    "voices": (0.78, 0.062),  # 82.2% / 4.8%
+    "weak": (0.51, 0.066),  # 55.4% / 5.2%
+    "wild": (0.83, 0.053),  # 86.8% / 4.0%
 }
 
 

@@ -262,13 +262,14 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-# Measured after the seventh training batch, on 54 dev sides with the 1% budget: 3,671
-# attacks for 103 benign texts (after the sixth and the character model, on 47: 3,314 for
+# Measured after the eighth training batch, on 57 dev sides with the 1.5% budget: 4,351
+# attacks for 201 benign texts (after the seventh, on 54 with 1%: 3,671 for 103; after
+# the sixth and the character model, on 47: 3,314 for
 # 92; after the fifth, on 38: 2,124
 # attacks for 69 benign texts; 1,419 for 48 after the fourth, on 29; 748 for 14 after
 # the third with 0.5%, on 21; 496 for 5 after the second, 85 before it).
-MODEL_ADDS = 3500
-MODEL_FALSE = 110
+MODEL_ADDS = 4200
+MODEL_FALSE = 215
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
