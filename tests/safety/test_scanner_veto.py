@@ -311,6 +311,9 @@ def test_the_referee_needs_words_around_the_match(use_model) -> None:
     use_model(bias=0.0, veto=0.05, push=0, referee=referee(bias=-100.0))
     assert scan(ONE_RULE).blocked
     assert not scan(WITH_CONTEXT).blocked
+    # The words it reads are those of the pieces holding the match: an order in a
+    # paragraph of its own is as alone in a long file as in a one-line memory.
+    assert scan(f"{THANKS}\n\n{THANKS}\n\n{ONE_RULE}\n\n{THANKS}").blocked
 
 
 def test_a_broken_referee_is_a_clear_error(use_model) -> None:
