@@ -55,7 +55,9 @@ at most VETO_MISS of the training attacks the rules block through.
 The ``referee`` (hermes.threat_model.Referee, the same step) is a third linear model,
 fitted by L-BFGS on the texts a second opinion may overrule (one rule's plain match,
 enough words around it): the attacks among them against the benign look-alikes, weighing
-half each. It reads the features of the pieces holding the match and the word model's
+half each. (At scan time it is asked only when the pieces holding the match have enough
+words besides it, hermes.safety._REFEREE_CONTEXT; it is trained on all of them, so its
+threshold is chosen on more attacks than it will judge.) It reads the features of the pieces holding the match and the word model's
 out-of-fold probabilities of those pieces and of the best piece (stacked, so that it
 learns how far to trust the word model on a text it has not seen). Its threshold is
 chosen out of fold within those texts (5 folds): the lowest log-odds that overrules at
