@@ -1441,9 +1441,13 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
         return None
     # Below the veto and at least _VETO_EVIDENCE below the prior, in log-odds.
     limit = min(judge.veto, sigmoid(judge.bias - _VETO_EVIDENCE))
+    # The referee is asked only with enough words around the matches in what it reads.
     referee = judge.referee
-    # The best piece, as best_piece; the pieces holding a match first. Without a referee,
-    # no further once one reaches the limit (an attack's usually does).
+    if referee is not None and _context_chars(lower, [judged[i] for i in holding], findings,
+                                              raw_span) < _REFEREE_CONTEXT:
+        referee = None
+    # The best piece, as best_piece; the pieces holding a match first. Without a referee to
+    # ask, no further once one reaches the limit (an attack's usually does).
     held = max(map(judge.score_features, holding.values()))
     p = held
     for i in range(len(judged)):
@@ -1451,9 +1455,7 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
             return None
         if i not in holding:
             p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
-    if p < limit or (referee is not None
-                     and _context_chars(lower, [judged[i] for i in holding], findings, raw_span) >= _REFEREE_CONTEXT
-                     and referee.overrules(set().union(*holding.values()), held, p)):
+    if p < limit or (referee is not None and referee.overrules(set().union(*holding.values()), held, p)):
         return round(p, 4)
     return None
 
