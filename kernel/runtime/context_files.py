@@ -143,6 +143,11 @@ def prepare_context_text(raw: str, label: str, max_chars: int | None = None) -> 
     file with no content."""
     body = strip_frontmatter(raw).strip()
     if not body:
+        if raw.removeprefix("\ufeff").strip():
+            # Frontmatter never reaches the prompt; without a line here a user whose
+            # instructions all sit inside it would never learn why the file is ignored.
+            log.warning("context file %s holds only YAML frontmatter, so nothing of it is loaded; "
+                        "put the instructions after the closing '---' line", label)
         return "", [], False
     capped = truncate_content(body, label, max_chars)
     text, threats = scan_context_content(capped, label)

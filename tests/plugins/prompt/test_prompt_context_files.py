@@ -82,6 +82,16 @@ def test_empty_files_fall_through_to_the_next_kind(tmp_path: Path):
     assert labels(tmp_path) == ["CLAUDE.md"]
 
 
+def test_a_file_of_only_frontmatter_says_why_it_is_skipped(tmp_path: Path, caplog):
+    write(tmp_path / "AGENTS.md", "---\nrules: always answer in French\n---\n")
+    write(tmp_path / ".hermes.md", "   \n")
+    with caplog.at_level("WARNING", logger="hermes.prompt"):
+        assert labels(tmp_path) == []
+    said = [r.getMessage() for r in caplog.records]
+    assert any("AGENTS.md holds only YAML frontmatter" in m for m in said), said
+    assert not any(".hermes.md" in m for m in said), said  # an empty file is simply absent
+
+
 def test_nothing_found_renders_nothing(tmp_path: Path):
     assert discover_context_files(tmp_path) == []
     assert build_context_files_prompt(tmp_path) == ""
