@@ -643,7 +643,6 @@ def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, 
     parsing it again cost more than the rewriting saved on a first scan. The compiled
     expression's ``pattern`` is ``wrapped``, which matches the same."""
     import _sre  # type: ignore[import-not-found]
-    from re import _compiler as rc  # type: ignore[attr-defined]
     from re import _parser as p  # type: ignore[attr-defined]
 
     state, flags = parsed.state, int(flags)
@@ -666,11 +665,34 @@ def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, 
 
     lookahead = p.parse(wrapped[:wrapped.index("(?:")], flags).data[-1]
     program = tree([lookahead, *items])
-    code = rc._code(program, flags)
+    code = _code_starting_at(program, flags | state.flags, lookahead[1][1].data[0][1])
     index = [None] * state.groups
     for name, i in state.groupdict.items():
         index[i] = name
     return _sre.compile(wrapped, flags | state.flags, code, state.groups - 1, state.groupdict, tuple(index))
+
+
+def _code_starting_at(program: Any, flags: int, first: list[tuple[Any, Any]]) -> list[int]:
+    """``program`` compiled, told that a match starts only at a character of the class
+    ``first`` (the items of its opening look-ahead). re works out such a class itself
+    only for an expression opening with a literal or a class, never for one opening with
+    a look-ahead: it would enter the expression at every position of the text to test the
+    look-ahead, where told, its search skips from one such character to the next in a
+    tight loop. Matches are the same: at every position skipped the look-ahead fails."""
+    from re import _compiler as rc  # type: ignore[attr-defined]
+
+    low, high = program.getwidth()
+    if low == 0:  # re's search ignores the class of an expression that can match empty
+        return rc._code(program, flags)
+    charset, _ = rc._optimize_charset(first)
+    # The info block as re's own _compile_info writes it for an expression opening with
+    # a class: skip, flags, shortest and longest match, the class.
+    code = [_sre_c.INFO, 0, _sre_c.SRE_INFO_CHARSET, min(low, rc.MAXCODE), min(high, rc.MAXCODE)]
+    rc._compile_charset(charset, flags, code)
+    code[1] = len(code) - 1
+    rc._compile(code, program.data, flags)
+    code.append(_sre_c.SUCCESS)
+    return code
 
 
 # Rewriting a parsed expression so that re tries a big alternation fast. re tries the
