@@ -1459,32 +1459,54 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
     holding = {i: set(features(lower[judged[i][0]:judged[i][1]], judge.lexicon))
                for i, (a, b) in enumerate(covered)
                if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)}
-    if len(set().union(*holding.values())) < _VETO_MIN_FEATURES:
+    read = set().union(*holding.values())
+    if len(read) < _VETO_MIN_FEATURES:
         return None
     # Below the veto and at least _VETO_EVIDENCE below the prior, in log-odds.
     limit = min(judge.veto, sigmoid(judge.bias - _VETO_EVIDENCE))
-    # The referee is asked only with enough words around the matches in what it reads.
-    referee = judge.referee
-    if referee is not None and _context_chars(lower, [judged[i] for i in holding], findings,
-                                              raw_span) < _REFEREE_CONTEXT:
-        referee = None
-    # The best piece, as best_piece; the pieces holding a match first. Without a referee to
-    # ask, no further once one reaches the limit (an attack's usually does).
     held = max(map(judge.score_features, holding.values()))
+    referee = judge.referee
+    asked: list[bool] = []
+
+    def referee_asked() -> bool:
+        # Only with enough words around the matches in what it reads; counted once, when
+        # first needed (a best piece at the limit).
+        if not asked:
+            context = _context_chars(lower, [judged[k] for k in holding], findings, raw_span, enough=_REFEREE_CONTEXT)
+            asked.append(referee is not None and context >= _REFEREE_CONTEXT)
+        return asked[0]
+
+    def stands(best: float) -> bool:
+        # Whether the match stands with this best piece and with any better one: at the
+        # limit, and no referee to ask or one that keeps it and whose log-odds cannot fall
+        # as the best grows (a non-negative ``best`` weight).
+        if best < limit:
+            return False
+        if not referee_asked():
+            return True
+        assert referee is not None
+        return referee.best >= 0 and not referee.overrules(read, held, best)
+
+    # The best piece, as best_piece; the pieces holding a match first, and no further
+    # once the match is sure to stand (an attack's usually is at once). Otherwise every
+    # piece counts: an overruled match reports the best.
     p = held
-    for i in range(len(judged)):
-        if p >= limit and referee is None:
-            return None
-        if i not in holding:
-            p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
-    if p < limit or (referee is not None and referee.overrules(set().union(*holding.values()), held, p)):
+    if stands(p):
+        return None
+    for i, (start, end) in enumerate(judged):
+        if i not in holding and (q := judge.score(lower[start:end])) > p:
+            p = q
+            if stands(p):
+                return None
+    if p < limit or (referee_asked() and referee is not None and referee.overrules(read, held, p)):
         return round(p, 4)
     return None
 
 
-def _context_chars(lower: str, pieces: list[tuple[int, int]], findings: list[Threat], raw_span: _SpanMap) -> int:
+def _context_chars(lower: str, pieces: list[tuple[int, int]], findings: list[Threat], raw_span: _SpanMap,
+                   enough: int | None = None) -> int:
     """How many word characters of ``pieces`` of ``lower`` lie outside the findings' spans:
-    what the referee reads besides the match itself."""
+    what the referee reads besides the match itself (counting stops at ``enough``)."""
     spans = [t.span for t in findings if t.span is not None]
     count = 0
     for start, end in pieces:
@@ -1492,6 +1514,8 @@ def _context_chars(lower: str, pieces: list[tuple[int, int]], findings: list[Thr
             a, b = raw_span((m.start(), m.end()))
             if not any(a < e and s < b for s, e in spans):
                 count += len(m.group())
+                if enough is not None and count >= enough:
+                    return count
     return count
 
 

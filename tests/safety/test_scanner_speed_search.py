@@ -3,10 +3,12 @@
 A rule expression is compiled with re's "a match starts with one of these characters"
 note, which re cannot work out itself behind the opening look-ahead: the same program,
 searched from one such character to the next. (Matches against the plain expression are
-checked in test_scanner_speed_rewrite.py and test_scanner_speedups.py.)"""
+checked in test_scanner_speed_rewrite.py and test_scanner_speedups.py.) The second opinion
+on a single match stops scoring pieces once the match is sure to stand."""
 
 from __future__ import annotations
 
+import json
 import re
 from re import _compiler as rc  # type: ignore[attr-defined]
 from re import _constants as c  # type: ignore[attr-defined]
@@ -46,3 +48,98 @@ def test_matches_are_the_same_from_any_start() -> None:
         got = fast.search(text, pos, len(text) - 2)
         assert (got and got.span()) == (want and want.span()), pos
 
+
+
+# The second opinion (hermes.safety, step 8) stops scoring pieces once the match is sure
+# to stand. The plain way, as it was: every piece scored, then the decision.
+def _plain_second_opinion(judge, lower, normalized, findings, raw_span):
+    from hermes.safety import (
+        _REFEREE_CONTEXT,
+        _VETO_EVIDENCE,
+        _VETO_MIN_FEATURES,
+        _context_chars,
+        _covered,
+    )
+    from hermes.threat_model import MIN_WORDS, features, sigmoid
+
+    if (judge.veto <= 0 and judge.referee is None) or len(lower) != len(normalized):
+        return None
+    judged = judge.pieces(lower, least_words=MIN_WORDS)
+    covered = [raw_span(piece) for piece in judged]
+    if not judged or not all(t.span is not None and _covered(t.span, covered) for t in findings):
+        return None
+    holding = {i: set(features(lower[judged[i][0]:judged[i][1]], judge.lexicon))
+               for i, (a, b) in enumerate(covered)
+               if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)}
+    if len(set().union(*holding.values())) < _VETO_MIN_FEATURES:
+        return None
+    limit = min(judge.veto, sigmoid(judge.bias - _VETO_EVIDENCE))
+    referee = judge.referee
+    if referee is not None and _context_chars(lower, [judged[i] for i in holding], findings,
+                                              raw_span) < _REFEREE_CONTEXT:
+        referee = None
+    held = max(map(judge.score_features, holding.values()))
+    p = held
+    for i in range(len(judged)):
+        if i not in holding:
+            p = max(p, judge.score(lower[judged[i][0]:judged[i][1]]))
+    if p < limit or (referee is not None and referee.overrules(set().union(*holding.values()), held, p)):
+        return round(p, 4)
+    return None
+
+
+def _texts() -> list[str]:
+    """Texts the rules block on one match, where the second opinion is asked: security
+    notes, look-alikes and long benign files (the sets with the most overruled matches),
+    and long files made of ordinary paragraphs around one of them."""
+    import random
+
+    from scanner_corpus import DATA, load
+
+    from hermes.safety import load_rules, scan
+
+    rows = [json.loads(line) for name in ("secdocs2", "lookalikes4", "longben3")
+            for line in (DATA / "gen" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    rng = random.Random(5)
+    benign = [r["text"] for r in load("tune") if r["label"] == "benign"]
+    texts = [r["text"] for r in rows]
+    texts += ["\n\n".join([*rng.sample(benign, 12), text, *rng.sample(benign, 12)]) for text in rng.sample(texts, 150)]
+    rules = load_rules()
+    return [t for t in texts if 1.0 <= scan(t, scope="context_file", rules=rules).score < 2.0]
+
+
+def _reports(texts: list[str], model) -> list[tuple]:
+    from hermes.safety import scan
+
+    out = []
+    for text in texts:
+        report = scan(text, scope="context_file", model=model)
+        out.append((report.blocked, report.score, report.overruled))
+    return out
+
+
+def _with_referee(model, referee):
+    import copy
+
+    other = copy.copy(model)
+    other.referee = referee
+    return other
+
+
+def test_the_second_opinion_stops_early_only_where_the_answer_is_settled(monkeypatch) -> None:
+    import hermes.safety as safety
+    from hermes.threat_model import Referee, load_model
+
+    packaged = load_model()
+    referee = packaged.referee
+    assert referee is not None and referee.best >= 0  # the shortcut applies to the packaged model
+    # And to a model without a referee, or with one whose log-odds fall as the best grows
+    # (there only "no referee to ask" stops early).
+    leaning = Referee(referee.weights, referee.bias, referee.hold, -0.5, referee.threshold, referee.scale)
+    models = [packaged, _with_referee(packaged, None), _with_referee(packaged, leaning)]
+    texts = _texts()
+    fast = [_reports(texts, model) for model in models]
+    monkeypatch.setattr(safety, "_second_opinion", _plain_second_opinion)
+    plain = [_reports(texts, model) for model in models]
+    assert fast == plain
+    assert all(any(overruled is not None for *_, overruled in reports) for reports in plain)
