@@ -500,6 +500,13 @@ class RuleSet:
             hits.update(self.substring_places(text_lower))
         return hits
 
+    def backwards_triggers(self, scope: str, words: Iterable[str]) -> list[str] | None:
+        """The word triggers of a text written backwards, from the text's ``words``: those
+        that are triggers when reversed, reversed; ``None`` when they make no rule of
+        ``scope`` a candidate (the reversed text cannot match)."""
+        found = [w[::-1] for w in self.reversed_words.intersection(words)]
+        return found if self.candidates(scope, set(found)) else None
+
     def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
         """The rules of ``scope`` whose prefilter groups are satisfied by ``hits``, in
         file order."""
@@ -1238,7 +1245,8 @@ def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = Tr
                  words: list[str] | None = None) -> list[tuple[ThreatRule, tuple[int, int], str]]:
     """Every rule's first acceptable match in ``text``; for weak rules (weight under
     the threshold) up to 16 matches, so that the score can pair the ones close together.
-    ``lower`` and ``words`` are ``text.lower()`` and its words, when the caller has them."""
+    ``lower`` and ``words`` are ``text.lower()`` and its words, when the caller has them
+    (of the words, only the rules' word triggers count: they may be all that is given)."""
     lower = text.lower() if lower is None else lower
     words = _WORD_RE.findall(lower) if words is None else words
     places = rules.substring_places(lower) if substrings else {}  # one pass for every substring trigger
@@ -1389,14 +1397,18 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
                 rule = replace(rule, weight=min(rule.weight, ruleset.quoted_weight))
         keep(rule, span, excerpt, "text", "text", raw_span(span))
     # The reversed text is searched by the rules of the word triggers it holds, which
-    # are the text's words reversed: when none reversed is a trigger, it is skipped
-    # without reversing, lower-casing and splitting it. (Lower-casing commutes with
-    # reversing unless it changes a length or sees a word's end: "İ", the final "Σ".)
-    skip_reversed = len(lower) == len(normalized) and "Σ" not in normalized and ruleset.reversed_words.isdisjoint(words)
-    for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower, backwards=not skip_reversed)):
+    # are the text's words reversed, and its lower-cased copy is the lower-cased text
+    # reversed. (Lower-casing commutes with reversing unless it changes a length or sees
+    # a word's end: "İ", the final "Σ".) When no rule of the scope is triggered so, it is
+    # skipped without reversing it; else it is not lower-cased and split again.
+    commutes = len(lower) == len(normalized) and "Σ" not in normalized
+    backwards_triggers = ruleset.backwards_triggers(scope, words) if commutes else None
+    backwards = not commutes or backwards_triggers is not None
+    for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower, backwards=backwards)):
         reverse = layer == "reversed"
         decoded_norm = decoded if reverse else normalize_for_scan(decoded)  # reversed: normalised already
-        for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse)):
+        known = {"lower": lower[::-1], "words": backwards_triggers} if reverse and commutes else {}
+        for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse, **known)):
             where: tuple[int, int] | None
             if reverse:
                 length = len(decoded_norm)
