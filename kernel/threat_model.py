@@ -112,6 +112,9 @@ _ALPHABETIC_RE = re.compile(r"[^\W\d_]+")
 _STEM_MIN, _STEM_MAX = 4, 10
 #: Words whose concepts a lexicon remembers (then it starts again): a bound on memory.
 _MEMO = 1 << 16
+#: Tokens whose character n-grams a model remembers (then it starts again), and the
+#: longest token remembered: a bound on memory (about 12 MB when full of ordinary words).
+_GRAM_MEMO, _GRAM_MEMO_TOKEN = 1 << 13, 16
 _NONE: frozenset[str] = frozenset()
 
 
@@ -368,6 +371,7 @@ class ThreatModel:
         self.mix = mix if self.chars else 1.0
         self.char_floor = char_floor
         self.referee = referee
+        self._gram_memo: dict[str, dict[str, int]] = {}
 
     def score(self, lower: str) -> float:
         """The word model's probability that ``lower`` (one piece) is an attack."""
@@ -383,13 +387,38 @@ class ThreatModel:
 
     def char_log_odds(self, lower: str) -> float:
         """The character model's log-odds for one piece."""
-        return self._linear(self.chars, self.char_bias, set(char_grams(lower)))
+        # The piece's distinct n-grams (those of char_grams) are its tokens' taken
+        # together, and a token's, with their weights, are remembered: tokens repeat from
+        # piece to piece, and building the n-grams and looking up each one's weight was
+        # most of the character model's cost.
+        weighed: dict[str, int] = {}
+        for token in lower.split():
+            weighed.update(self._token_grams(token))
+        return self._scaled(self.char_bias, sum(weighed.values()), len(weighed))
+
+    def _token_grams(self, token: str) -> dict[str, int]:
+        """The 2- and 4-character n-grams of one token, padded with a space each side
+        (see :func:`char_grams`), each with its weight in the character model (0 for
+        none)."""
+        weighed = self._gram_memo.get(token)
+        if weighed is None:
+            padded = " " + token + " "
+            get = self.chars.get
+            weighed = {gram: get(gram, 0) for size in (2, 4)
+                       for gram in (padded[i:i + size] for i in range(len(padded) - size + 1))}
+            if len(token) <= _GRAM_MEMO_TOKEN:
+                if len(self._gram_memo) >= _GRAM_MEMO:
+                    self._gram_memo.clear()
+                self._gram_memo[token] = weighed
+        return weighed
 
     def _linear(self, weights: dict[str, int], bias: float, distinct: set[str]) -> float:
         # Both models: the weights present, summed exactly as whole numbers, divided by
         # the square root of the feature count (at least MIN_FEATURES).
-        units = sum(filter(None, map(weights.get, distinct)))
-        return bias + units * self.scale / math.sqrt(max(len(distinct), MIN_FEATURES))
+        return self._scaled(bias, sum(filter(None, map(weights.get, distinct))), len(distinct))
+
+    def _scaled(self, bias: float, units: int, count: int) -> float:
+        return bias + units * self.scale / math.sqrt(max(count, MIN_FEATURES))
 
     def judge(self, lower: str) -> float:
         """The probability that ``lower`` (one piece) is an attack, by both models."""

@@ -6,7 +6,8 @@ searched from one such character to the next. (Matches against the plain express
 checked in test_scanner_speed_rewrite.py and test_scanner_speedups.py.) The second opinion
 on a single match stops scoring pieces once the match is sure to stand. The reversed layer
 is skipped where no rule can be a candidate for it, and otherwise searched without
-lower-casing and splitting it again."""
+lower-casing and splitting it again. The character model remembers each token's n-grams
+with their weights."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from hermes.safety import (
     load_rules,
     normalize_for_scan,
 )
+from hermes.threat_model import char_grams
 
 
 def test_the_search_is_told_where_a_match_can_start() -> None:
@@ -209,3 +211,30 @@ def test_the_reversed_layer_still_runs_where_it_can_match() -> None:
     assert load_rules().backwards_triggers("memory", _WORD_RE.findall(backwards.lower()))
     assert load_rules().backwards_triggers("memory", ["the", "rules"]) is None
 
+
+# The character model sums its weights over a piece's distinct n-grams, taken token by
+# token with each token's remembered; char_grams (what the trainer reads) stays as it was.
+_PIECES = st.lists(st.sampled_from([*"ab c\t\n\u3000é忽略<|_-.", "ignore", "  ", "x" * 20]), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PIECES)
+def test_the_character_model_reads_the_n_grams_of_char_grams(piece: str) -> None:
+    from hermes.threat_model import load_model
+
+    model = load_model()
+    plain = model._linear(model.chars, model.char_bias, set(char_grams(piece)))
+    assert model.char_log_odds(piece) == plain
+    assert model.char_log_odds(piece) == plain  # remembered
+
+
+def test_the_character_model_remembers_a_bounded_number_of_tokens() -> None:
+    from hermes.threat_model import _GRAM_MEMO, _GRAM_MEMO_TOKEN, ThreatModel
+
+    model = ThreatModel({}, 0.0, 0.5, chars={" a": 3, "ab": 2}, char_bias=-1.0, mix=0.5)
+    for i in range(_GRAM_MEMO + 10):
+        model.char_log_odds(f"w{i} ab")
+    assert len(model._gram_memo) <= _GRAM_MEMO
+    model.char_log_odds("a" * (_GRAM_MEMO_TOKEN + 1))
+    assert "a" * (_GRAM_MEMO_TOKEN + 1) not in model._gram_memo
+    assert model.char_log_odds("ab ab") == -1.0 + 5 * 0.01 / 12 ** 0.5
