@@ -175,6 +175,7 @@ _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
 _BASE64_RUN_RE = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{16,4096}={0,2}")
 _HEX_RUN_RE = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){10,2048}(?![0-9A-Fa-f])|(?:\\x[0-9A-Fa-f]{2}){6,2048}")
 _PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+_LONG_TOKEN_RE = re.compile(r"\S{16}")
 _ENTITY_RE = re.compile(r"&(?:#\d{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});")
 _DEF_RE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 # A negation just before a match ("never print the .env") turns an order into a rule
@@ -505,7 +506,7 @@ class RuleSet:
         that are triggers when reversed, reversed; ``None`` when they make no rule of
         ``scope`` a candidate (the reversed text cannot match)."""
         found = [w[::-1] for w in self.reversed_words.intersection(words)]
-        return found if self.candidates(scope, set(found)) else None
+        return found if found and self.candidates(scope, set(found)) else None
 
     def candidates(self, scope: str, hits: set[str]) -> list[ThreatRule]:
         """The rules of ``scope`` whose prefilter groups are satisfied by ``hits``, in
@@ -928,7 +929,14 @@ def normalize_for_scan(text: str) -> str:
         return text
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    return _FORMAT_RE.sub("", text.translate(_CONFUSABLES))
+    # The look-alikes are all outside ASCII, so only the non-ASCII runs are translated:
+    # str.translate looks up every character of a text that is not all ASCII, and pays
+    # for an exception on each one it leaves alone (most of a long file).
+    return _FORMAT_RE.sub("", _NON_ASCII_RE.sub(_fold_look_alikes, text))
+
+
+def _fold_look_alikes(run: re.Match[str]) -> str:
+    return run.group().translate(_CONFUSABLES)
 
 
 def _is_emoji(ch: str) -> bool:
@@ -1040,7 +1048,7 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
         (_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex"))
     # An encoded run is at least 16 characters without a space; prose rarely has one,
     # and then neither expression needs to run.
-    if max(map(len, text.split()), default=0) < 16:
+    if _LONG_TOKEN_RE.search(text) is None:
         runs = ()
     for regex, decode, name in runs:
         for m in regex.finditer(text):
@@ -1484,8 +1492,8 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
         # Only with enough words around the matches in what it reads; counted once, when
         # first needed (a best piece at the limit).
         if not asked:
-            context = _context_chars(lower, [judged[k] for k in holding], findings, raw_span, enough=_REFEREE_CONTEXT)
-            asked.append(referee is not None and context >= _REFEREE_CONTEXT)
+            asked.append(referee is not None
+                         and _reads_enough(lower, [judged[k] for k in holding], findings, raw_span, _REFEREE_CONTEXT))
         return asked[0]
 
     def stands(best: float) -> bool:
@@ -1515,20 +1523,27 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
     return None
 
 
-def _context_chars(lower: str, pieces: list[tuple[int, int]], findings: list[Threat], raw_span: _SpanMap,
-                   enough: int | None = None) -> int:
-    """How many word characters of ``pieces`` of ``lower`` lie outside the findings' spans:
-    what the referee reads besides the match itself (counting stops at ``enough``)."""
+def _reads_enough(lower: str, pieces: list[tuple[int, int]], findings: list[Threat], raw_span: _SpanMap,
+                  enough: int) -> bool:
+    """Whether at least ``enough`` word characters of ``pieces`` of ``lower`` lie outside
+    the findings' spans: what the referee reads besides the match itself."""
+    # Most pieces holding a match are short: fewer word characters than that altogether
+    # answer at once, without placing each word.
+    if sum(len(w) for start, end in pieces for w in _WORD_RE.findall(lower, start, end)) < enough:
+        return False
     spans = [t.span for t in findings if t.span is not None]
     count = 0
     for start, end in pieces:
         for m in _WORD_RE.finditer(lower, start, end):
-            a, b = raw_span((m.start(), m.end()))
-            if not any(a < e and s < b for s, e in spans):
-                count += len(m.group())
-                if enough is not None and count >= enough:
-                    return count
-    return count
+            a, b = raw_span(m.span())
+            for s, e in spans:
+                if a < e and s < b:
+                    break
+            else:
+                count += m.end() - m.start()
+                if count >= enough:
+                    return True
+    return False
 
 
 def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
@@ -1548,6 +1563,7 @@ def _covered(span: tuple[int, int], pieces: list[tuple[int, int]]) -> bool:
 _QUOTES = (('"', '"'), ("`", "`"), ("“", "”"), ("„", "“"), ("«", "»"), ("「", "」"), ("『", "』"),
            ("‘", "’"), ("‹", "›"), ("»", "«"))
 _QUOTE_MARKS = frozenset("".join(o + c for o, c in _QUOTES))
+_QUOTING_RE = re.compile("[" + re.escape("".join(sorted(_QUOTE_MARKS))) + "']")
 _BACKTICKS = (("`", "`"),)
 
 
@@ -1608,9 +1624,13 @@ def _partly_quoted(text: str, span: tuple[int, int]) -> bool:
     example after it ("disregard your guidelines …") reads the example, not an order.
     A match holding other quotation marks besides — a JSON message, ``{"role":
     "system", "content": "…`` — is markup, not a quotation, and counts in full."""
+    start, end = span
+    # Without a quotation mark or an apostrophe where _quoted looks (the span's line, 200
+    # characters either side), nothing is quoted: most matches are plain orders.
+    if _QUOTING_RE.search(text, max(text.rfind("\n", 0, start) + 1, start - 200), end + 200) is None:
+        return False
     if _quoted(text, span):
         return True
-    start, end = span
     piece = text[start:end]
     if end > start and _quoted(text, (end - 1, end)):
         opened = max(piece.rfind(opening) for opening, _ in _QUOTES)
@@ -1633,10 +1653,13 @@ def _score(findings: list[Threat], weak: dict[str, list[Threat]]) -> float:
     of each lies within :data:`NEARBY` characters of one place (a finding without a
     position is near everything); the place with the highest sum wins, and the weak
     matches reported are the ones there (or each rule's first match)."""
+    strong = sum(t.weight for t in findings)
+    if not weak:  # the common case: nothing to pair
+        return strong
+
     def near(a: Threat, b: Threat) -> bool:
         return a.span is None or b.span is None or abs(a.span[0] - b.span[0]) <= NEARBY
 
-    strong = sum(t.weight for t in findings)
     anchors = [t for hits in weak.values() for t in hits]
     best, chosen = strong, {rid: hits[0] for rid, hits in weak.items()}
     for anchor in anchors:

@@ -7,7 +7,7 @@ checked in test_scanner_speed_rewrite.py and test_scanner_speedups.py.) The seco
 on a single match stops scoring pieces once the match is sure to stand. The reversed layer
 is skipped where no rule can be a candidate for it, and otherwise searched without
 lower-casing and splitting it again. The character model remembers each token's n-grams
-with their weights."""
+with their weights. And a few per-scan shortcuts (folding, quotation, encoded runs)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from hermes.safety import (
     SCOPES,
     _code_starting_at,
     _match_layer,
+    _partly_quoted,
     _with_first_chars,
     load_rules,
     normalize_for_scan,
@@ -68,13 +69,7 @@ def test_matches_are_the_same_from_any_start() -> None:
 # The second opinion (hermes.safety, step 8) stops scoring pieces once the match is sure
 # to stand. The plain way, as it was: every piece scored, then the decision.
 def _plain_second_opinion(judge, lower, normalized, findings, raw_span):
-    from hermes.safety import (
-        _REFEREE_CONTEXT,
-        _VETO_EVIDENCE,
-        _VETO_MIN_FEATURES,
-        _context_chars,
-        _covered,
-    )
+    from hermes.safety import _REFEREE_CONTEXT, _VETO_EVIDENCE, _VETO_MIN_FEATURES, _covered
     from hermes.threat_model import MIN_WORDS, features, sigmoid
 
     if (judge.veto <= 0 and judge.referee is None) or len(lower) != len(normalized):
@@ -101,6 +96,17 @@ def _plain_second_opinion(judge, lower, normalized, findings, raw_span):
     if p < limit or (referee is not None and referee.overrules(set().union(*holding.values()), held, p)):
         return round(p, 4)
     return None
+
+
+def _context_chars(lower, pieces, findings, raw_span) -> int:
+    spans = [t.span for t in findings if t.span is not None]
+    count = 0
+    for start, end in pieces:
+        for m in _WORD_RE.finditer(lower, start, end):
+            a, b = raw_span((m.start(), m.end()))
+            if not any(a < e and s < b for s, e in spans):
+                count += len(m.group())
+    return count
 
 
 def _texts() -> list[str]:
@@ -238,3 +244,55 @@ def test_the_character_model_remembers_a_bounded_number_of_tokens() -> None:
     model.char_log_odds("a" * (_GRAM_MEMO_TOKEN + 1))
     assert "a" * (_GRAM_MEMO_TOKEN + 1) not in model._gram_memo
     assert model.char_log_odds("ab ab") == -1.0 + 5 * 0.01 / 12 ** 0.5
+
+
+# Per-scan shortcuts: the look-alikes folded in the non-ASCII runs only, quotation looked
+# for only where a quotation mark or an apostrophe is, encoded runs only where a token is
+# long enough. Each against the plain computation.
+def _plain_normalize(text: str) -> str:
+    import unicodedata
+
+    from hermes.safety import _CONFUSABLES, _FORMAT_RE
+
+    if text.isascii():
+        return text
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return _FORMAT_RE.sub("", text.translate(_CONFUSABLES))
+
+
+_MIXED = st.lists(st.sampled_from([*"ab .\n'\"`«»“”‘’「」", "аеорсух", "ΑΒΕ", "ｉｇｎｏｒｅ", "ig\u00adnore", "\u200b", "İ",
+                                   "x" * 17, "忽略", "ℓ", "ﬁ"]), max_size=40).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MIXED)
+def test_normalising_folds_what_the_plain_way_folds(text: str) -> None:
+    assert normalize_for_scan(text) == _plain_normalize(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MIXED, st.data())
+def test_quotation_is_found_where_the_plain_way_finds_it(text: str, data) -> None:
+    from hermes.safety import _QUOTES, _quoted
+
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    plain = _quoted(text, (start, end))
+    if not plain and end > start:
+        piece = text[start:end]
+        if _quoted(text, (end - 1, end)):
+            opened = max(piece.rfind(opening) for opening, _ in _QUOTES)
+            plain = opened > 0 and not set("".join(o + c for o, c in _QUOTES)).intersection(piece[:opened])
+        elif _quoted(text, (start, start + 1)):
+            shut = [at for at in (piece.find(closing) for _, closing in _QUOTES) if at >= 0]
+            plain = bool(shut) and not set("".join(o + c for o, c in _QUOTES)).intersection(piece[min(shut) + 1:])
+    assert _partly_quoted(text, (start, end)) == plain
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MIXED)
+def test_encoded_runs_are_looked_for_where_a_token_is_long_enough(text: str) -> None:
+    from hermes.safety import _LONG_TOKEN_RE
+
+    assert (_LONG_TOKEN_RE.search(text) is None) == (max(map(len, text.split()), default=0) < 16)
