@@ -80,7 +80,7 @@ import html
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -431,6 +431,11 @@ class RuleSet:
         :class:`RuleError` naming the file and the first bad rule."""
         for rule in self.rules:
             rule.check()
+
+    @property
+    def trigger_words(self) -> frozenset[str]:
+        """Every word trigger (looked up as a whole word)."""
+        return self._index[1]
 
     @cached_property
     def reversed_words(self) -> frozenset[str]:
@@ -1156,28 +1161,45 @@ def _resolve_scope(scope: str) -> str:
 _MAX_PLACES = 40
 
 
-def _trigger_positions(lower: str, hits: set[str],
-                       substring_places: dict[str, list[int] | None]) -> dict[str, list[int] | None]:
+def _trigger_positions(lower: str, hits: set[str], substring_places: dict[str, list[int] | None],
+                       word_places: dict[str, list[int]] | None = None) -> dict[str, list[int] | None]:
     """Where each trigger in ``hits`` occurs in ``lower`` (word triggers only where
     they stand as whole words); ``None`` for a trigger found more than
     :data:`_MAX_PLACES` times. ``substring_places`` is
     :meth:`RuleSet.substring_places` of ``lower``, which already places the substring
-    triggers."""
+    triggers; ``word_places``, :func:`_word_places` of ``lower`` for (at least) the word
+    triggers in ``hits``, when the caller has it."""
     positions: dict[str, list[int] | None] = {}
     words = {key for key in hits if _is_word(key)}
     if words:
-        # A whole-word occurrence is a \w+ run equal to the word (re's \w is exactly
-        # isalnum() or "_"), so one pass over the words finds every word trigger: a
-        # str.find per trigger stopped at each "ai" inside "said", "main" … in Python.
-        found: dict[str, list[int]] = {key: [] for key in words}
-        get = found.get
-        for m in _WORD_RE.finditer(lower):
-            at = get(m.group())
-            if at is not None:
-                at.append(m.start())
-        positions.update((key, None if len(at) > _MAX_PLACES else at) for key, at in found.items())
+        if word_places is None:
+            word_places = _word_places(lower, words)
+        for key in words:
+            at = word_places.get(key, [])
+            positions[key] = None if len(at) > _MAX_PLACES else at
     positions.update((key, substring_places[key]) for key in hits - words)
     return positions
+
+
+def _word_places(lower: str, keys: Collection[str]) -> dict[str, list[int]]:
+    """Where each of ``keys`` stands as a whole word in ``lower``: every place, in order
+    (a key that is not there is left out)."""
+    # A whole-word occurrence is a \w+ run equal to the word (re's \w is exactly
+    # isalnum() or "_"), so one pass over the words finds every key: a str.find per
+    # key stopped at each "ai" inside "said", "main" … in Python.
+    found: dict[str, list[int]] = {}
+    for m in _WORD_RE.finditer(lower):
+        if (word := m.group()) in keys:
+            if (at := found.get(word)) is None:
+                found[word] = at = []
+            at.append(m.start())
+    return found
+
+
+def _mirrored(word_places: dict[str, list[int]], backwards: Iterable[str], length: int) -> dict[str, list[int]]:
+    """The places of the words ``backwards`` in a text reversed (``length`` long), from
+    ``word_places`` of the text, where they stand written forwards."""
+    return {word: [length - at - len(word) for at in reversed(word_places[word[::-1]])] for word in backwards}
 
 
 # Texts up to this long are searched whole by every candidate rule; longer ones only
@@ -1250,11 +1272,13 @@ def _pair_windows(rule: ThreatRule, positions: dict[str, list[int] | None], leng
 
 
 def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = True, lower: str | None = None,
-                 words: list[str] | None = None) -> list[tuple[ThreatRule, tuple[int, int], str]]:
+                 words: list[str] | None = None,
+                 word_places: dict[str, list[int]] | None = None) -> list[tuple[ThreatRule, tuple[int, int], str]]:
     """Every rule's first acceptable match in ``text``; for weak rules (weight under
     the threshold) up to 16 matches, so that the score can pair the ones close together.
     ``lower`` and ``words`` are ``text.lower()`` and its words, when the caller has them
-    (of the words, only the rules' word triggers count: they may be all that is given)."""
+    (of the words, only the rules' word triggers count: they may be all that is given),
+    and ``word_places`` where they stand (:func:`_word_places`, for its word triggers)."""
     lower = text.lower() if lower is None else lower
     words = _WORD_RE.findall(lower) if words is None else words
     places = rules.substring_places(lower) if substrings else {}  # one pass for every substring trigger
@@ -1263,7 +1287,8 @@ def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = Tr
     candidates = rules.candidates(scope, hits)
     long_text = len(text) > _WHOLE_TEXT
     paired = len(text) > _PAIR_TEXT
-    positions = _trigger_positions(lower, hits, places) if candidates and (long_text or paired and any(r.pair for r in candidates)) else {}
+    positions = (_trigger_positions(lower, hits, places, word_places)
+                 if candidates and (long_text or paired and any(r.pair for r in candidates)) else {})
     out = []
     same = lower if len(lower) == len(text) else None  # lower() can lengthen a few letters
     for rule in candidates:
@@ -1392,7 +1417,20 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
     names_attacks: bool | None = None  # … and names them outright (quoted.code_meta)
     lower = normalized.lower()
     words = _WORD_RE.findall(lower)
-    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, lower=lower, words=words)):
+    # The reversed text is searched by the rules of the word triggers it holds, which
+    # are the text's words reversed, and its lower-cased copy is the lower-cased text
+    # reversed. (Lower-casing commutes with reversing unless it changes a length or sees
+    # a word's end: "İ", the final "Σ".) When no rule of the scope is triggered so, it is
+    # skipped without reversing it; else it is not lower-cased and split again, and in a
+    # long text one pass over the words places the triggers of both.
+    commutes = len(lower) == len(normalized) and "Σ" not in normalized
+    backwards_triggers = ruleset.backwards_triggers(scope, words) if commutes else None
+    word_places = None
+    if backwards_triggers and len(normalized) > _WHOLE_TEXT:
+        word_places = _word_places(lower, ruleset.trigger_words.intersection(words).union(
+            word[::-1] for word in backwards_triggers))
+    for rule, span, excerpt in ordered(_match_layer(ruleset, scope, normalized, lower=lower, words=words,
+                                                    word_places=word_places)):
         if rule.kind in ruleset.quoted_kinds and _partly_quoted(normalized, span):
             if about_attacks is None:
                 about_attacks = ruleset.quoted_meta is not None and ruleset.quoted_meta.search(normalized) is not None
@@ -1404,18 +1442,15 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             if names_attacks:
                 rule = replace(rule, weight=min(rule.weight, ruleset.quoted_weight))
         keep(rule, span, excerpt, "text", "text", raw_span(span))
-    # The reversed text is searched by the rules of the word triggers it holds, which
-    # are the text's words reversed, and its lower-cased copy is the lower-cased text
-    # reversed. (Lower-casing commutes with reversing unless it changes a length or sees
-    # a word's end: "İ", the final "Σ".) When no rule of the scope is triggered so, it is
-    # skipped without reversing it; else it is not lower-cased and split again.
-    commutes = len(lower) == len(normalized) and "Σ" not in normalized
-    backwards_triggers = ruleset.backwards_triggers(scope, words) if commutes else None
     backwards = not commutes or backwards_triggers is not None
     for n, (layer, decoded, run_span) in enumerate(_layers(normalized, lower, backwards=backwards)):
         reverse = layer == "reversed"
         decoded_norm = decoded if reverse else normalize_for_scan(decoded)  # reversed: normalised already
-        known = {"lower": lower[::-1], "words": backwards_triggers} if reverse and commutes else {}
+        known: dict[str, Any] = {}
+        if reverse and backwards_triggers is not None:
+            known = {"lower": lower[::-1], "words": backwards_triggers,
+                     "word_places": None if word_places is None else _mirrored(word_places, backwards_triggers,
+                                                                                  len(lower))}
         for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse, **known)):
             where: tuple[int, int] | None
             if reverse:

@@ -25,8 +25,10 @@ from hermes.safety import (
     SCOPES,
     _code_starting_at,
     _match_layer,
+    _mirrored,
     _partly_quoted,
     _with_first_chars,
+    _word_places,
     load_rules,
     normalize_for_scan,
 )
@@ -186,9 +188,14 @@ def _backwards_matches(text: str, scope: str) -> tuple[list, list] | None:
     if len(lower) != len(normalized) or "Σ" in normalized:
         return None
     plain = _match_layer(rules, scope, normalized[::-1], substrings=False)
-    triggers = rules.backwards_triggers(scope, _WORD_RE.findall(lower))
-    fast = [] if triggers is None else _match_layer(rules, scope, normalized[::-1], substrings=False,
-                                                    lower=lower[::-1], words=triggers)
+    words = _WORD_RE.findall(lower)
+    triggers = rules.backwards_triggers(scope, words)
+    fast = []
+    if triggers is not None:
+        # As scan places them in a long text: forwards, with the text's own triggers.
+        places = _word_places(lower, rules.trigger_words.intersection(words).union(w[::-1] for w in triggers))
+        fast = _match_layer(rules, scope, normalized[::-1], substrings=False, lower=lower[::-1], words=triggers,
+                            word_places=_mirrored(places, triggers, len(lower)))
     return ([(r.id, span, excerpt) for r, span, excerpt in fast], [(r.id, span, excerpt) for r, span, excerpt in plain])
 
 
@@ -200,9 +207,13 @@ def test_the_reversed_layer_shortcut_finds_what_the_plain_search_finds(text: str
 
 
 def test_the_reversed_layer_shortcut_on_the_corpus_written_backwards() -> None:
+    import random
+
     from scanner_corpus import load
 
     texts = [r["text"] for name in ("tune", "heldout") for r in load(name)]
+    rng = random.Random(7)
+    texts += ["\n\n".join(rng.sample(texts, 40)) for _ in range(40)]  # long: searched near the triggers
     matched = 0
     for text in texts + [t[::-1] for t in texts]:
         found = _backwards_matches(text, "context_file")
@@ -296,3 +307,16 @@ def test_encoded_runs_are_looked_for_where_a_token_is_long_enough(text: str) -> 
     from hermes.safety import _LONG_TOKEN_RE
 
     assert (_LONG_TOKEN_RE.search(text) is None) == (max(map(len, text.split()), default=0) < 16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_BACKWARDS_TEXT)
+def test_mirrored_places_are_the_places_in_the_reversed_text(text: str) -> None:
+    normalized = normalize_for_scan(text)
+    lower = normalized.lower()
+    if len(lower) != len(normalized) or "Σ" in normalized:
+        return  # lower-casing does not commute with reversing: scan places them in the reversed text
+    rules = load_rules()
+    backwards = [w[::-1] for w in rules.reversed_words.intersection(_WORD_RE.findall(lower))]
+    forwards = _word_places(lower, {w[::-1] for w in backwards})
+    assert _mirrored(forwards, backwards, len(lower)) == _word_places(lower[::-1], set(backwards))
