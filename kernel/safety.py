@@ -175,7 +175,7 @@ _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
 _BASE64_RUN_RE = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{16,4096}={0,2}")
 _HEX_RUN_RE = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){10,2048}(?![0-9A-Fa-f])|(?:\\x[0-9A-Fa-f]{2}){6,2048}")
 _PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
-_LONG_TOKEN_RE = re.compile(r"\S{16}")
+_LONG_TOKEN_RE = re.compile(r"(?<!\S)\S{16,}")
 _ENTITY_RE = re.compile(r"&(?:#\d{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});")
 _DEF_RE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 # A negation just before a match ("never print the .env") turns an order into a rule
@@ -1051,12 +1051,12 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
     budget = MAX_DECODED
     runs: tuple[tuple[re.Pattern[str], Callable[[str], str | None], str], ...] = (
         (_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex"))
-    # An encoded run is at least 16 characters without a space; prose rarely has one,
-    # and then neither expression needs to run.
-    if _LONG_TOKEN_RE.search(text) is None:
-        runs = ()
-    for regex, decode, name in runs:
-        for m in regex.finditer(text):
+    # An encoded run is at least 16 characters without a space, so the expressions run
+    # over such stretches only (prose has few, often none), each searched on its own:
+    # their look-arounds see the spaces around it as they do in the whole text.
+    stretches = [m.span() for m in _LONG_TOKEN_RE.finditer(text)]
+    for regex, decode, name in runs if stretches else ():
+        for m in (m for lo, hi in stretches for m in regex.finditer(text, lo, hi)):
             if budget <= 0:
                 break
             run = m.group(0)
@@ -1272,19 +1272,20 @@ def _pair_windows(rule: ThreatRule, positions: dict[str, list[int] | None], leng
 
 
 def _match_layer(rules: RuleSet, scope: str, text: str, *, substrings: bool = True, lower: str | None = None,
-                 words: list[str] | None = None,
-                 word_places: dict[str, list[int]] | None = None) -> list[tuple[ThreatRule, tuple[int, int], str]]:
+                 words: list[str] | None = None, word_places: dict[str, list[int]] | None = None,
+                 found: Collection[str] = ()) -> list[tuple[ThreatRule, tuple[int, int], str]]:
     """Every rule's first acceptable match in ``text``; for weak rules (weight under
     the threshold) up to 16 matches, so that the score can pair the ones close together.
     ``lower`` and ``words`` are ``text.lower()`` and its words, when the caller has them
     (of the words, only the rules' word triggers count: they may be all that is given),
-    and ``word_places`` where they stand (:func:`_word_places`, for its word triggers)."""
+    and ``word_places`` where they stand (:func:`_word_places`, for its word triggers).
+    Rules whose ids are in ``found`` are not searched: a match of theirs would not count."""
     lower = text.lower() if lower is None else lower
     words = _WORD_RE.findall(lower) if words is None else words
     places = rules.substring_places(lower) if substrings else {}  # one pass for every substring trigger
     hits = rules.triggered(lower, words, substrings=False)
     hits.update(places)
-    candidates = rules.candidates(scope, hits)
+    candidates = [rule for rule in rules.candidates(scope, hits) if rule.id not in found]
     long_text = len(text) > _WHOLE_TEXT
     paired = len(text) > _PAIR_TEXT
     positions = (_trigger_positions(lower, hits, places, word_places)
@@ -1451,7 +1452,9 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             known = {"lower": lower[::-1], "words": backwards_triggers,
                      "word_places": None if word_places is None else _mirrored(word_places, backwards_triggers,
                                                                                   len(lower))}
-        for rule, span, excerpt in ordered(_match_layer(ruleset, scope, decoded_norm, substrings=not reverse, **known)):
+        # A rule found already counts once (keep): it is not searched again.
+        matches = _match_layer(ruleset, scope, decoded_norm, substrings=not reverse, found=seen, **known)
+        for rule, span, excerpt in ordered(matches):
             where: tuple[int, int] | None
             if reverse:
                 length = len(decoded_norm)

@@ -7,7 +7,7 @@ checked in test_scanner_speed_rewrite.py and test_scanner_speedups.py.) The seco
 on a single match stops scoring pieces once the match is sure to stand. The reversed layer
 is skipped where no rule can be a candidate for it, and otherwise searched without
 lower-casing and splitting it again. The character model remembers each token's n-grams
-with their weights. And a few per-scan shortcuts (folding, quotation, encoded runs)."""
+with their weights. And a few per-scan shortcuts (folding, quotation, encoded runs, rules found already)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from hermes.safety import (
     _word_places,
     load_rules,
     normalize_for_scan,
+    scan,
 )
 from hermes.threat_model import char_grams
 
@@ -301,12 +302,40 @@ def test_quotation_is_found_where_the_plain_way_finds_it(text: str, data) -> Non
     assert _partly_quoted(text, (start, end)) == plain
 
 
-@settings(max_examples=500, deadline=None)
-@given(_MIXED)
-def test_encoded_runs_are_looked_for_where_a_token_is_long_enough(text: str) -> None:
-    from hermes.safety import _LONG_TOKEN_RE
+def _plain_decoded(text: str) -> list:
+    """hermes.safety._decoded_layers' encoded runs as they were found: each expression
+    over the whole text."""
+    from hermes.safety import _BASE64_RUN_RE, _HEX_RUN_RE, _MAX_RUN, MAX_DECODED, _b64, _hex
 
-    assert (_LONG_TOKEN_RE.search(text) is None) == (max(map(len, text.split()), default=0) < 16)
+    out, budget = [], MAX_DECODED
+    if max(map(len, text.split()), default=0) < 16:
+        return out
+    for regex, decode, name in ((_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex")):
+        for m in regex.finditer(text):
+            if budget <= 0:
+                break
+            run = m.group(0)
+            if name == "base64" and (run.isalpha() or run.isdigit() or "/" in run.strip("/") and run.count("/") > 3):
+                continue
+            budget -= 1
+            decoded = decode(run[:_MAX_RUN])
+            if decoded:
+                out.append((name, decoded, m.span()))
+    return out
+
+
+_ENCODED = st.lists(st.sampled_from([
+    " ", "\n", "a", "=", "/", "+", "-", "\\x41", "SWdub3JlIGFsbCBwcmV2aW91cyBpbnN0cnVjdGlvbnM=", "aWdub3Jl",
+    "69676e6f726520616c6c2070726576696f7573", "deadbeef", "0123456789abcdef", "ZXhmaWx0cmF0ZQ", "/usr/local/bin/",
+    "x" * 9, "\u3000", "é"]), max_size=30).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(_MIXED, _ENCODED))
+def test_encoded_runs_are_found_where_the_whole_text_search_finds_them(text: str) -> None:
+    from hermes.safety import _decoded_layers
+
+    assert [layer for layer in _decoded_layers(text) if layer[0] in ("base64", "hex")] == _plain_decoded(text)
 
 
 @settings(max_examples=300, deadline=None)
@@ -320,3 +349,26 @@ def test_mirrored_places_are_the_places_in_the_reversed_text(text: str) -> None:
     backwards = [w[::-1] for w in rules.reversed_words.intersection(_WORD_RE.findall(lower))]
     forwards = _word_places(lower, {w[::-1] for w in backwards})
     assert _mirrored(forwards, backwards, len(lower)) == _word_places(lower[::-1], set(backwards))
+
+
+def test_a_rule_found_already_is_not_searched_again_and_nothing_changes(monkeypatch) -> None:
+    import html
+
+    from scanner_corpus import load
+
+    import hermes.safety as safety
+
+    texts = []
+    for row in load("tune")[:300]:
+        text = row["text"]
+        # The same order again, encoded and written backwards: found in the text first.
+        texts += [text, text + "\n" + html.escape(text).replace(" ", "&#32;"), text + "\n" + text[::-1]]
+
+    def report(text: str) -> tuple:
+        r = scan(text, scope="context_file")
+        return r.blocked, r.score, r.overruled, [(t.id, t.span, t.layer, t.excerpt) for t in r.findings]
+
+    fast = [report(t) for t in texts]
+    plain_layer = safety._match_layer
+    monkeypatch.setattr(safety, "_match_layer", lambda *a, found=(), **k: plain_layer(*a, **k))
+    assert fast == [report(t) for t in texts]
