@@ -1052,9 +1052,11 @@ def _decoded_layers(text: str) -> Iterator[tuple[str, str, tuple[int, int] | Non
     runs: tuple[tuple[re.Pattern[str], Callable[[str], str | None], str], ...] = (
         (_BASE64_RUN_RE, _b64, "base64"), (_HEX_RUN_RE, _hex, "hex"))
     # An encoded run is at least 16 characters without a space, so the expressions run
-    # over such stretches only (prose has few, often none), each searched on its own:
-    # their look-arounds see the spaces around it as they do in the whole text.
-    stretches = [m.span() for m in _LONG_TOKEN_RE.finditer(text)]
+    # over such stretches only (prose has few, often none: then a split tells at once),
+    # each searched on its own: their look-arounds see the spaces around it as they do
+    # in the whole text.
+    stretches = ([m.span() for m in _LONG_TOKEN_RE.finditer(text)]
+                 if max(map(len, text.split()), default=0) >= 16 else [])
     for regex, decode, name in runs if stretches else ():
         for m in (m for lo, hi in stretches for m in regex.finditer(text, lo, hi)):
             if budget <= 0:
@@ -1474,14 +1476,14 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
             # One rule's match in plain text: the model's second opinion (decoded or
             # invisible evidence is never overruled: the model reads only the plain text;
             # nor an oversized text: its unscanned tail blocks on its own, step 1).
-            overruled = _second_opinion(judge, lower, normalized, findings, raw_span)
+            overruled = _second_opinion(judge, lower, normalized, findings, raw_span, words)
         else:
             # The rules did not block: ask the learned model (trained beside the packaged
             # rules, so only with them), which knows attack vocabulary rather than exact
             # forms. It blocks above its ``threshold``, chosen on out-of-fold scores of its
             # training texts, ordinary chat and doc paragraphs among them (an earlier model
             # trained without those blocked "Can you help me plan my week?").
-            p, (start, end) = judge.best(lower, least_words=MIN_WORDS)
+            p, (start, end) = judge.best(lower, least_words=MIN_WORDS, words=words)
             if p >= judge.threshold:
                 piece = " ".join(normalized[start:end].split())
                 evidence = ", ".join(judge.evidence(lower[start:end]))
@@ -1497,9 +1499,9 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
 
 
 def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: list[Threat],
-                    raw_span: _SpanMap) -> float | None:
+                    raw_span: _SpanMap, words: list[str] | None = None) -> float | None:
     """The model's probability when it overrules the rules' single plain-text match
-    (step 8), else ``None``."""
+    (step 8), else ``None``. ``words`` are the words of ``lower`` when the caller has them."""
     from .threat_model import MIN_WORDS, features, sigmoid
 
     # Every match must lie in the pieces the model judged: a short line holding the order
@@ -1514,8 +1516,10 @@ def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: l
         return None
     # Enough read around the evidence: the pieces holding a match (an order alone in a
     # paragraph of a long file is read as little as on its own).
-    holding = {i: set(features(lower[judged[i][0]:judged[i][1]], judge.lexicon))
-               for i, (a, b) in enumerate(covered)
+    # (A piece that is the whole text, a short one, has the text's words.)
+    holding = {i: set(features(lower[start:end], judge.lexicon,
+                               words if start == 0 and end == len(lower) else None))
+               for i, ((start, end), (a, b)) in enumerate(zip(judged, covered, strict=True))
                if any(t.span and t.span[0] < b and a < t.span[1] for t in findings)}
     read = set().union(*holding.values())
     if len(read) < _VETO_MIN_FEATURES:

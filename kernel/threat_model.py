@@ -84,10 +84,12 @@ def char_grams(lower: str) -> list[str]:
     return out
 
 
-def features(lower: str, lexicon: Lexicon | None = None) -> list[str]:
+def features(lower: str, lexicon: Lexicon | None = None, words: list[str] | None = None) -> list[str]:
     """The feature names of one piece of normalised, lower-cased text (with repeats);
-    with a ``lexicon``, its concept features too (:meth:`Lexicon.features`)."""
-    words = _WORD_RE.findall(lower)
+    with a ``lexicon``, its concept features too (:meth:`Lexicon.features`). ``words``
+    are its ``\\w+`` words when the caller has them."""
+    if words is None:
+        words = _WORD_RE.findall(lower)
     heads = [w[:5] for w in words]
     # List comprehensions rather than one loop of appends: this runs on every piece of
     # every text the rules let through, and is most of the model's cost.
@@ -210,7 +212,9 @@ class Lexicon:
             for needle, name in led[w]:
                 if name not in hit and needle in lower:
                     hit.add(name)
-        for ch in self._span_firsts.intersection(lower):
+        # Few characters begin such entries ("<", "."): each is looked for, rather than
+        # every character of the piece looked up.
+        for ch in [ch for ch in self._span_firsts if ch in lower]:
             for needle, name in self._spans[ch]:
                 if name not in hit and needle in lower:
                     hit.add(name)
@@ -420,28 +424,33 @@ class ThreatModel:
     def _scaled(self, bias: float, units: int, count: int) -> float:
         return bias + units * self.scale / math.sqrt(max(count, MIN_FEATURES))
 
-    def judge(self, lower: str) -> float:
-        """The probability that ``lower`` (one piece) is an attack, by both models."""
-        z = self.log_odds(set(features(lower, self.lexicon)))
+    def judge(self, lower: str, words: list[str] | None = None) -> float:
+        """The probability that ``lower`` (one piece) is an attack, by both models
+        (``words``: its words, when the caller has them)."""
+        z = self.log_odds(set(features(lower, self.lexicon, words)))
         if self.mix < 1.0 and z >= self.char_floor:
             z = self.mix * z + (1 - self.mix) * self.char_log_odds(lower)
         return sigmoid(z)
 
-    def best(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int]]:
+    def best(self, lower: str, *, least_words: int = 0,
+             words: list[str] | None = None) -> tuple[float, tuple[int, int]]:
         """The highest-scoring piece of ``lower``: its probability (discounted for the
         number of pieces) and span. With ``least_words``, only pieces of at least that
-        many words count (a piece of unspaced script, three characters a word)."""
-        p, where, pieces = self.best_piece(lower, least_words=least_words)
+        many words count (a piece of unspaced script, three characters a word).
+        ``words`` are the words of ``lower`` when the caller has them."""
+        p, where, pieces = self.best_piece(lower, least_words=least_words, words=words)
         return discount(p, pieces, self.piece_discount), where
 
-    def best_piece(self, lower: str, *, least_words: int = 0) -> tuple[float, tuple[int, int], int]:
+    def best_piece(self, lower: str, *, least_words: int = 0,
+                   words: list[str] | None = None) -> tuple[float, tuple[int, int], int]:
         """What :meth:`best` discounts: the best piece's own probability, its span and
         how many pieces were scored (the trainer tries discounts on these)."""
         best, where, pieces = 0.0, (0, 0), 0
         score = self.judge
         for start, end in self.pieces(lower, least_words=least_words):
             pieces += 1
-            p = score(lower[start:end])
+            # A piece that is the whole text (a short one) has the text's words.
+            p = score(lower[start:end], words if start == 0 and end == len(lower) else None)
             if p > best:
                 best, where = p, (start, end)
         return best, where, pieces
@@ -472,7 +481,7 @@ class ReadsAllAsOrdinary(ThreatModel):
     def score_features(self, distinct: set[str]) -> float:
         return 0.0
 
-    def judge(self, lower: str) -> float:
+    def judge(self, lower: str, words: list[str] | None = None) -> float:
         return 0.0
 
 

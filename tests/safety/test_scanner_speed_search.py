@@ -71,7 +71,7 @@ def test_matches_are_the_same_from_any_start() -> None:
 
 # The second opinion (hermes.safety, step 8) stops scoring pieces once the match is sure
 # to stand. The plain way, as it was: every piece scored, then the decision.
-def _plain_second_opinion(judge, lower, normalized, findings, raw_span):
+def _plain_second_opinion(judge, lower, normalized, findings, raw_span, words=None):
     from hermes.safety import _REFEREE_CONTEXT, _VETO_EVIDENCE, _VETO_MIN_FEATURES, _covered
     from hermes.threat_model import MIN_WORDS, features, sigmoid
 
@@ -372,3 +372,16 @@ def test_a_rule_found_already_is_not_searched_again_and_nothing_changes(monkeypa
     plain_layer = safety._match_layer
     monkeypatch.setattr(safety, "_match_layer", lambda *a, found=(), **k: plain_layer(*a, **k))
     assert fast == [report(t) for t in texts]
+
+
+def test_the_model_reads_the_words_the_scan_has_split_as_it_would_split_them() -> None:
+    from scanner_corpus import load
+
+    from hermes.threat_model import features, load_model
+
+    model = load_model()
+    for row in load("tune") + load("heldout"):
+        lower = normalize_for_scan(row["text"]).lower()
+        words = _WORD_RE.findall(lower)
+        assert features(lower, model.lexicon, words) == features(lower, model.lexicon)
+        assert model.best(lower, least_words=5, words=words) == model.best(lower, least_words=5)
