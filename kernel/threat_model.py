@@ -94,8 +94,8 @@ def features(lower: str, lexicon: Lexicon | None = None, words: list[str] | None
     # List comprehensions rather than one loop of appends: this runs on every piece of
     # every text the rules let through, and is most of the model's cost.
     out = words + [p + "~" for w, p in zip(words, heads, strict=True) if len(w) > 5]
-    out += [a + " " + b for a, b in pairwise(words)]
-    out += [a + "~ " + b + "~" for a, b in pairwise(heads)]
+    out += [f"{a} {b}" for a, b in pairwise(words)]
+    out += [f"{a}~ {b}~" for a, b in pairwise(heads)]
     if not lower.isascii():
         for w in words:
             if not w.isascii() and _UNSPACED_RE.search(w):
@@ -230,7 +230,9 @@ class Lexicon:
             words = _WORD_RE.findall(lower)
         if heads is None:
             heads = [w[:5] for w in words]
-        each = [self.of_word(w) for w in words]
+        # The remembered words looked up directly (most are), the rest through of_word.
+        remembered = self._memo.get
+        each = [hit if (hit := remembered(w)) is not None else self.of_word(w) for w in words]
         names = sorted(self._found(lower, words, heads, each))
         out = ["@" + n for n in names]
         out += [f"@{a}+@{b}" for i, a in enumerate(names) for b in names[i + 1:]]
