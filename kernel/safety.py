@@ -384,7 +384,7 @@ class ThreatRule:
             start, end = match.span()
             if inner is not None and not inner.search(text, max(0, start - self.window), end + self.window):
                 continue
-            if unless is not None and unless.search(text, max(0, start - self.unless_window), end + self.unless_window):
+            if unless is not None and unless.search(text, *_same_paragraph(text, start, end, self.unless_window)):
                 continue
             if self.negatable and self.negated(text, start, end):
                 continue
@@ -399,6 +399,20 @@ class ThreatRule:
 
 #: The first scanner's name for a rule.
 ThreatPattern = ThreatRule
+
+
+def _same_paragraph(text: str, start: int, end: int, reach: int) -> tuple[int, int]:
+    """The range within ``reach`` characters of ``text[start:end]`` that stays in its
+    paragraph (stops at a blank line): what may excuse a match (``unless``) must be said
+    beside it, not in the paragraph before ("authorized_keys is managed by Ansible")
+    above an order to append a key."""
+    lo, hi = max(0, start - reach), end + reach
+    if reach:
+        if (before := text.rfind("\n\n", lo, start)) >= 0:
+            lo = before + 2
+        if (after := text.find("\n\n", end, hi)) >= 0:
+            hi = after
+    return lo, hi
 
 
 @dataclass(frozen=True)
