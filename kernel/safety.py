@@ -665,11 +665,13 @@ def _with_first_chars(source: str, flags: int) -> re.Pattern[str]:
 
 
 def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, Any]]) -> re.Pattern[str]:
-    """``items`` (the rewritten parse of ``wrapped``'s expression) compiled behind the
-    look-ahead that opens ``wrapped``, straight from the parse: writing it out and
-    parsing it again cost more than the rewriting saved on a first scan. The compiled
-    expression's ``pattern`` is ``wrapped``, which matches the same."""
+    """``items`` (the rewritten parse of ``wrapped``'s expression) compiled with the
+    characters of the look-ahead that opens ``wrapped`` as where its search may start
+    (:func:`_code_starting_at`), straight from the parse: writing it out and parsing it
+    again cost more than the rewriting saved on a first scan. The compiled expression's
+    ``pattern`` is ``wrapped``, which matches the same."""
     import _sre  # type: ignore[import-not-found]
+    from re import _compiler as rc  # type: ignore[attr-defined]
     from re import _parser as p  # type: ignore[attr-defined]
 
     state, flags = parsed.state, int(flags)
@@ -691,26 +693,29 @@ def _compile_tree(wrapped: str, flags: int, parsed: Any, items: list[tuple[Any, 
         return p.SubPattern(state, out)
 
     lookahead = p.parse(wrapped[:wrapped.index("(?:")], flags).data[-1]
-    program = tree([lookahead, *items])
-    code = _code_starting_at(program, flags | state.flags, lookahead[1][1].data[0][1])
+    code = _code_starting_at(tree(items), flags | state.flags, lookahead[1][1].data[0][1])
+    if code is None:  # the search cannot be told: the look-ahead stays in the expression
+        code = rc._code(tree([lookahead, *items]), flags | state.flags)
     index = [None] * state.groups
     for name, i in state.groupdict.items():
         index[i] = name
     return _sre.compile(wrapped, flags | state.flags, code, state.groups - 1, state.groupdict, tuple(index))
 
 
-def _code_starting_at(program: Any, flags: int, first: list[tuple[Any, Any]]) -> list[int]:
+def _code_starting_at(program: Any, flags: int, first: list[tuple[Any, Any]]) -> list[int] | None:
     """``program`` compiled, told that a match starts only at a character of the class
-    ``first`` (the items of its opening look-ahead). re works out such a class itself
-    only for an expression opening with a literal or a class, never for one opening with
-    a look-ahead: it would enter the expression at every position of the text to test the
-    look-ahead, where told, its search skips from one such character to the next in a
-    tight loop. Matches are the same: at every position skipped the look-ahead fails."""
+    ``first`` (what its look-ahead would test), or ``None`` for a program that can match
+    empty (re's search ignores the class of one). re works out such a class itself only
+    for an expression opening with a literal or a class; behind a look-ahead it entered
+    the expression at every position of the text to test the look-ahead, where told, its
+    search skips from one such character to the next in a tight loop, and the look-ahead
+    itself is not needed. Matches are the same: every match starts with such a
+    character (:func:`_first_chars`), so the positions skipped hold none."""
     from re import _compiler as rc  # type: ignore[attr-defined]
 
     low, high = program.getwidth()
-    if low == 0:  # re's search ignores the class of an expression that can match empty
-        return rc._code(program, flags)
+    if low == 0:
+        return None
     charset, _ = rc._optimize_charset(first)
     # The info block as re's own _compile_info writes it for an expression opening with
     # a class: skip, flags, shortest and longest match, the class.
