@@ -45,8 +45,9 @@ def test_model_file_loads_and_is_compact() -> None:
     model = load_model()
     # The budget: the file is read on the first scan (about 70 ms). 1.5 MB until stop 16; the
     # character model's 60,000 weights add 0.9 MB and most of that stop's gain; 2.6 MB
-    # until stop 18, when the referee's weights and the eighth batch's words came in.
-    assert MODEL_PATH.stat().st_size < 2_900_000
+    # until stop 18, when the referee's weights and the eighth batch's words came in; 2.8 MB
+    # until stop 19, whose ninth batch added 12,000 word features (3.02 MB).
+    assert MODEL_PATH.stat().st_size < 3_100_000
     assert 0.5 < model.threshold < 1.0
     assert len(model.weights) > 1000 and model.lexicon is not None
     data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
@@ -175,12 +176,21 @@ def test_a_bad_model_file_is_one_line_naming_it(tmp_path: Path) -> None:
 # 2.9%, 84.0% / 0.0%); at the end of stop 17, 68.9% / 1.0%, 77.1% / 2.0%, 75.5% / 2.9%,
 # 79.0% / 0.0% (fresh12 lost four long attacks to the larger piece discount the trainer
 # chose, 1.0 per ln(pieces), which freed long benign files). One benign line of fresh10, six English words, is also on fresh5's
-# train side: it is left out of fresh10's measure.
-UNSEEN_FLOORS = {"fresh2": (0.95, 0.044), "fresh3": (0.89, 0.013), "fresh4": (0.91, 0.047),
-                 "fresh5": (0.82, 0.021), "fresh6": (0.68, 0.012),
-                 "fresh7": (0.79, 0.011), "fresh8": (0.81, 0.027),
-                 "fresh9": (0.68, 0.030), "fresh10": (0.77, 0.031), "fresh11": (0.71, 0.031),
-                 "fresh12": (0.77, 0.011)}
+# train side: it is left out of fresh10's measure. Re-measured at the end of stop 19,
+# after the ninth training batch (the floors below, a little under): 97.7% / 4.3%, 93.2% /
+# 1.2%, 100% / 3.1%, 94.4% / 0.0%, 80.9% / 1.1%, 93.1% / 0.0%, 90.8% / 2.7%, 75.7% / 2.9%,
+# 85.4% / 3.0%, 79.2% / 2.9%, 87.7% / 0.0% for fresh2-12 in order.
+UNSEEN_FLOORS = {"fresh2": (0.94, 0.057),
+                 "fresh3": (0.89, 0.026),
+                 "fresh4": (0.96, 0.044),
+                 "fresh5": (0.90, 0.013),
+                 "fresh6": (0.77, 0.025),
+                 "fresh7": (0.89, 0.013),
+                 "fresh8": (0.87, 0.040),
+                 "fresh9": (0.72, 0.042),
+                 "fresh10": (0.81, 0.043),
+                 "fresh11": (0.75, 0.042),
+                 "fresh12": (0.84, 0.013)}
 
 
 def trained_on_train_side(name: str) -> bool:
@@ -262,14 +272,14 @@ def test_learned_blocks_name_the_sentence_and_add_to_the_rules() -> None:
         assert " ".join(normalize_for_scan(row["text"][start:end]).split())[:20] == threat.excerpt[:20]
 
 
-# Measured after the eighth training batch, on 57 dev sides with the 1.5% budget: 4,351
-# attacks for 201 benign texts (after the seventh, on 54 with 1%: 3,671 for 103; after
+# Measured after the ninth training batch, on 65 dev sides: 4,632 attacks for 187 benign
+# texts (after the eighth, on 57 with the 1.5% budget: 4,351 for 201; after the seventh, on 54 with 1%: 3,671 for 103; after
 # the sixth and the character model, on 47: 3,314 for
 # 92; after the fifth, on 38: 2,124
 # attacks for 69 benign texts; 1,419 for 48 after the fourth, on 29; 748 for 14 after
 # the third with 0.5%, on 21; 496 for 5 after the second, 85 before it).
-MODEL_ADDS = 4200
-MODEL_FALSE = 215
+MODEL_ADDS = 4450
+MODEL_FALSE = 195
 
 
 def test_long_benign_document_with_one_attack_paragraph_is_blocked_by_the_piece() -> None:
