@@ -1520,7 +1520,10 @@ def scan(text: str, *, scope: str = "memory", max_chars: int = MAX_SCAN_CHARS,
 def _second_opinion(judge: ThreatModel, lower: str, normalized: str, findings: list[Threat],
                     raw_span: _SpanMap, words: list[str] | None = None) -> float | None:
     """The model's probability when it overrules the rules' single plain-text match
-    (step 8), else ``None``. ``words`` are the words of ``lower`` when the caller has them."""
+    (step 8), else ``None``. ``words`` are the words of ``lower`` when the caller has them.
+    Long because its conditions are one ordered chain: each early return saves the model
+    work the later ones need (tests/safety/test_scanner_speed_search.py checks it against
+    the plain version)."""
     from .threat_model import MIN_WORDS, features, sigmoid
 
     # Every match must lie in the pieces the model judged: a short line holding the order
