@@ -63,6 +63,11 @@ learns how far to trust the word model on a text it has not seen). Its threshold
 chosen out of fold within those texts (5 folds): the lowest log-odds that overrules at
 most REFEREE_MISS of their attacks.
 
+The five folds' fits and the final one are independent and run two at a time in forked
+processes, each with one BLAS thread (set here, whatever the caller's environment: a sum
+split over another number of threads can differ in its last bits, and the packaged file is
+checked byte for byte). About 9 minutes on two cores.
+
     python benchmarks/train_scanner_model.py [--check] [--refresh-extras]
 """
 
@@ -70,17 +75,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-from scipy.optimize import minimize
-from scipy.sparse import csr_matrix
+# One BLAS thread per process, whatever the caller's environment: the folds run in two
+# processes at once, and a sum split over a varying number of threads can differ in its
+# last bits, which the packaged file (checked byte for byte) must not.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
 
-from hermes.safety import load_rules, normalize_for_scan, scan
-from hermes.threat_model import (
+import numpy as np  # noqa: E402 — after the thread settings above
+from scipy.optimize import minimize  # noqa: E402
+from scipy.sparse import csr_matrix  # noqa: E402
+
+from hermes.safety import load_rules, normalize_for_scan, scan  # noqa: E402
+from hermes.threat_model import (  # noqa: E402
     CHUNK,
     MIN_FEATURES,
     MIN_WORDS,
@@ -121,6 +133,8 @@ QUANT = 100  # weights are stored as integers of 1/QUANT …
 #: feature instead, 1.12 MB, lost 0.4-0.8 points of attacks on the validation sets).
 PRUNE = 0.08
 FOLDS = 5
+#: Processes fitting the folds at once (this is a two-core machine; CI's budget is tight).
+WORKERS = 2
 #: Piece discounts tried (hermes.threat_model.discount); cross-validation picks one. Not
 #: beyond 1.0: the short texts dominate the out-of-fold block rate, and at 1.5 (which it
 #: picked) an attack paragraph in a 6 KB context file needed odds no paragraph reaches
@@ -462,27 +476,83 @@ def best_of(z: np.ndarray, mix: float, floor: float = -np.inf) -> float:
     return float(1 / (1 + np.exp(-mixed.max())))
 
 
-def thresholds(samples: list[Sample], grams: list[str], max_fp: float) -> tuple[float, float, float, float, dict]:
-    """The threshold, the piece discount, the mix, the character model's floor and the
-    out-of-fold figures."""
-    # Stratified, deterministic folds: every FOLDS-th sample of each group.
+def _fold_log_odds(samples: list[Sample], grams: list[str], fold: dict[int, int],
+                   k: int) -> tuple[list[np.ndarray], list[float]]:
+    """Fit both models on the samples outside fold ``k``; for each sample in it (in
+    order), its pieces' log-odds as at scan time (before the mix and discount tried in
+    :func:`thresholds`) and the word model's log-odds of its pieces holding a match (0
+    for none)."""
+    train = [s for i, s in enumerate(samples) if fold[i] != k]
+    test = [s for i, s in enumerate(samples) if fold[i] == k]
+    weights, bias, chosen = fit(train)
+    chars, char_bias = fit_chars(train, grams, chosen)
+    model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT, chars=chars, char_bias=char_bias)
+    return ([piece_log_odds(model, s.lower) for s in test],
+            [max(map(model.log_odds, s.held)) if s.held else 0.0 for s in test])
+
+
+def _final_fit(samples: list[Sample], grams: list[str]) -> tuple[dict[str, int], float, dict[str, int], float]:
+    """Both models fitted on every sample: the word weights and bias, the character
+    weights and bias."""
+    weights, bias, chosen = fit(samples)
+    chars, char_bias = fit_chars(samples, grams, chosen)
+    return weights, bias, chars, char_bias
+
+
+def stratified_folds(samples: list[Sample]) -> dict[int, int]:
+    """Each sample's fold: every FOLDS-th sample of each group (stratified, deterministic)."""
     fold: dict[int, int] = {}
     seen: Counter[str] = Counter()
     for i, s in enumerate(samples):
         fold[i] = seen[s.group] % FOLDS
         seen[s.group] += 1
+    return fold
+
+
+#: What a forked worker inherited from the trainer (set by _inherit, only in workers).
+_INHERITED: dict[str, object] = {}
+
+
+def _inherit(samples: list[Sample], grams: list[str]) -> None:
+    _INHERITED.update(samples=samples, grams=grams)
+
+
+def _job(fold: dict[int, int], k: int | None) -> tuple:
+    samples, grams = _INHERITED["samples"], _INHERITED["grams"]
+    if k is None:
+        return _final_fit(samples, grams)  # type: ignore[arg-type]
+    return _fold_log_odds(samples, grams, fold, k)  # type: ignore[arg-type]
+
+
+def all_fits(samples: list[Sample], grams: list[str]) -> tuple[dict[int, int], list[tuple], tuple]:
+    """The folds, each fold's :func:`_fold_log_odds` and the :func:`_final_fit`: six
+    independent fits, run by WORKERS forked processes at once (one after another where
+    fork is unavailable). The samples reach the workers by the fork itself, not pickled
+    (they are most of the trainer's memory), and each fit's arithmetic is the same
+    wherever it runs, so the model file is the same byte for byte."""
+    import multiprocessing
+
+    fold = stratified_folds(samples)
+    ks: list[int | None] = [None, *range(FOLDS)]  # the final fit, the longest, first
+    if "fork" in multiprocessing.get_all_start_methods():
+        with multiprocessing.get_context("fork").Pool(WORKERS, initializer=_inherit,
+                                                      initargs=(samples, grams)) as pool:
+            done = pool.starmap(_job, [(fold, k) for k in ks], chunksize=1)
+    else:
+        done = [_final_fit(samples, grams) if k is None else _fold_log_odds(samples, grams, fold, k) for k in ks]
+    return fold, done[1:], done[0]
+
+
+def thresholds(samples: list[Sample], fold: dict[int, int], by_fold: list[tuple],
+               max_fp: float) -> tuple[float, float, float, float, dict]:
+    """The threshold, the piece discount, the mix, the character model's floor and the
+    out-of-fold figures, from :func:`all_fits`' folds and their results."""
     z: list[np.ndarray] = [np.zeros((0, 2))] * len(samples)
     held = np.zeros(len(samples))  # the word model's log-odds of the pieces holding a match
-    for k in range(FOLDS):
-        train = [s for i, s in enumerate(samples) if fold[i] != k]
-        weights, bias, chosen = fit(train)
-        chars, char_bias = fit_chars(train, grams, chosen)
-        model = ThreatModel(weights, bias, 1.0, LEXICON, 1 / QUANT, chars=chars, char_bias=char_bias)
-        for i, s in enumerate(samples):
-            if fold[i] == k:  # as at scan time, before the mix and discount tried below
-                z[i] = piece_log_odds(model, s.lower)
-                if s.held:
-                    held[i] = max(map(model.log_odds, s.held))
+    for k, (zs, helds) in enumerate(by_fold):
+        test = [i for i in range(len(samples)) if fold[i] == k]
+        for i, zi, hi in zip(test, zs, helds, strict=True):
+            z[i], held[i] = zi, hi
     pieces = [len(x) for x in z]
     by_mix = {mix: np.array([best_of(x, mix) for x in z]) for mix in MIXES}
     raw = np.array([best_of(x, 1.0) for x in z])  # the word model alone: what the veto asks
@@ -615,11 +685,13 @@ def main() -> int:
     if args.refresh_extras:
         refresh_extras()
     samples, grams = load_samples()
-    alone, per, mix, floor, report = thresholds(samples, grams, args.max_fp)
+    fold, by_fold, final = all_fits(samples, grams)
+    alone, per, mix, floor, report = thresholds(samples, fold, by_fold, args.max_fp)
     referee = report.pop("referee")
-    weights, bias, chosen = fit(samples)
+    weights, bias, chars, char_bias = final
     kept = dict(sorted(weights.items()))
-    chars, char_bias = fit_chars(samples, grams, chosen) if mix < 1.0 else ({}, 0.0)
+    if mix == 1.0:  # the word model alone was chosen: no character model in the file
+        chars, char_bias = {}, 0.0
     counts = Counter(s.group for s in samples)
     sources = ["tests/data/scanner/tune.jsonl", "tests/data/scanner/gen/*.jsonl (train side)",
                *(f"tests/data/scanner/{name}.jsonl (train side)" for name in OUTSIDE),
