@@ -401,17 +401,23 @@ class ThreatRule:
 ThreatPattern = ThreatRule
 
 
+#: A paragraph break: a blank line (which may hold spaces or tabs) after any line ending a
+#: file may use (\n, \r\n, \r, U+2028), or Unicode's paragraph separator.
+_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|[\n\u2028])[^\S\r\n\u2028\u2029]*(?:\r\n|\r(?!\n)|[\n\u2028])|\u2029")
+
+
 def _same_paragraph(text: str, start: int, end: int, reach: int) -> tuple[int, int]:
     """The range within ``reach`` characters of ``text[start:end]`` that stays in its
     paragraph (stops at a blank line): what may excuse a match (``unless``) must be said
     beside it, not in the paragraph before ("authorized_keys is managed by Ansible")
-    above an order to append a key."""
+    above an order to append a key. Any line ending counts: a file written on Windows
+    (CRLF) must not let an excuse reach across its blank lines."""
     lo, hi = max(0, start - reach), end + reach
     if reach:
-        if (before := text.rfind("\n\n", lo, start)) >= 0:
-            lo = before + 2
-        if (after := text.find("\n\n", end, hi)) >= 0:
-            hi = after
+        for before in _PARAGRAPH_BREAK.finditer(text, lo, start):
+            lo = before.end()
+        if (after := _PARAGRAPH_BREAK.search(text, end, hi)) is not None:
+            hi = after.start()
     return lo, hi
 
 
