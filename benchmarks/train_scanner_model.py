@@ -66,7 +66,7 @@ most REFEREE_MISS of their attacks.
 The five folds' fits and the final one are independent and run two at a time in forked
 processes, each with one BLAS thread (set here, whatever the caller's environment: a sum
 split over another number of threads can differ in its last bits, and the packaged file is
-checked byte for byte). About 9 minutes on two cores.
+checked byte for byte). About 3 minutes on two cores.
 
     python benchmarks/train_scanner_model.py [--check] [--refresh-extras]
 """
@@ -366,17 +366,30 @@ def design(samples: list[Sample], vocab: dict[str, int],
             np.array(y, dtype=float), np.array(wt))
 
 
+def _rows(major: np.ndarray, minor: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> csr_matrix:
+    """A sparse matrix holding ``values`` at (``major``, ``minor``), row by row in the
+    order given (a stable sort by row), duplicates kept as separate entries: its product
+    with a vector adds each row's products from zero in exactly that order, which is
+    what ``np.bincount(major, weights=values * x[minor])`` does — the same sums to the
+    last bit (scipy's loop multiplies, then adds: no fused multiply-add on x86-64), three
+    to four times faster (the fits went from 9 to 3 minutes)."""
+    order = np.argsort(major, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(major, minlength=shape[0]))])
+    return csr_matrix((values[order], minor[order], indptr), shape=shape)
+
+
 def _descend(samples: list[Sample], vocab: dict[str, int], chosen: dict[int, int] | None) -> tuple[np.ndarray, float]:
     R, C, V, y, cw = design(samples, vocab, chosen)
     n, d = len(y), len(vocab)
     cw = cw / cw.sum()
+    X, Xt = _rows(R, C, V, (n, d)), _rows(C, R, V, (d, n))
     w, b = np.zeros(d), 0.0
     vw, vb = np.zeros(d), 0.0
     for _ in range(STEPS):  # gradient descent with momentum (Nesterov)
         lw, lb = w + MOMENTUM * vw, b + MOMENTUM * vb
-        z = np.bincount(R, weights=V * lw[C], minlength=n) + lb
+        z = X @ lw + lb
         g = (1 / (1 + np.exp(-z)) - y) * cw
-        gw = np.bincount(C, weights=V * g[R], minlength=d) + L2 * lw
+        gw = Xt @ g + L2 * lw
         vw = MOMENTUM * vw - RATE * gw
         vb = MOMENTUM * vb - RATE * g.sum()
         w, b = w + vw, b + vb

@@ -131,7 +131,7 @@ def test_model_scores_and_evidence_do_not_depend_on_the_hash_seed() -> None:
     assert len(runs[0]) > 1000 and runs[0] == runs[1] == runs[2]
 
 
-@pytest.mark.slow  # retrains both models with 5-fold cross-validation: about 9 minutes on two cores
+@pytest.mark.slow  # retrains both models with 5-fold cross-validation: about 3 minutes on two cores
 def test_training_is_deterministic_and_the_packaged_file_is_current() -> None:
     pytest.importorskip("numpy")
     pytest.importorskip("scipy")
