@@ -76,6 +76,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import sys
 from collections import Counter
@@ -133,7 +134,7 @@ QUANT = 100  # weights are stored as integers of 1/QUANT …
 #: feature instead, 1.12 MB, lost 0.4-0.8 points of attacks on the validation sets).
 PRUNE = 0.08
 FOLDS = 5
-#: Processes fitting the folds at once (this is a two-core machine; CI's budget is tight).
+#: Processes sharing the six fits (this is a two-core machine; CI's budget is tight).
 WORKERS = 2
 #: Piece discounts tried (hermes.threat_model.discount); cross-validation picks one. Not
 #: beyond 1.0: the short texts dominate the out-of-fold block rate, and at 1.5 (which it
@@ -522,38 +523,55 @@ def stratified_folds(samples: list[Sample]) -> dict[int, int]:
     return fold
 
 
-#: What a forked worker inherited from the trainer (set by _inherit, only in workers).
-_INHERITED: dict[str, object] = {}
-
-
-def _inherit(samples: list[Sample], grams: list[str]) -> None:
-    _INHERITED.update(samples=samples, grams=grams)
-
-
-def _job(fold: dict[int, int], k: int | None) -> tuple:
-    samples, grams = _INHERITED["samples"], _INHERITED["grams"]
-    if k is None:
-        return _final_fit(samples, grams)  # type: ignore[arg-type]
-    return _fold_log_odds(samples, grams, fold, k)  # type: ignore[arg-type]
-
-
 def all_fits(samples: list[Sample], grams: list[str]) -> tuple[dict[int, int], list[tuple], tuple]:
     """The folds, each fold's :func:`_fold_log_odds` and the :func:`_final_fit`: six
-    independent fits, run by WORKERS forked processes at once (one after another where
-    fork is unavailable). The samples reach the workers by the fork itself, not pickled
-    (they are most of the trainer's memory), and each fit's arithmetic is the same
-    wherever it runs, so the model file is the same byte for byte."""
+    independent fits, shared out among WORKERS forked processes (one after another where
+    fork is unavailable). A forked worker has the samples already (they are most of the
+    trainer's memory; only the results are pickled back), and each fit's arithmetic is
+    the same wherever it runs, so the model file is the same byte for byte."""
     import multiprocessing
 
     fold = stratified_folds(samples)
     ks: list[int | None] = [None, *range(FOLDS)]  # the final fit, the longest, first
-    if "fork" in multiprocessing.get_all_start_methods():
-        with multiprocessing.get_context("fork").Pool(WORKERS, initializer=_inherit,
-                                                      initargs=(samples, grams)) as pool:
-            done = pool.starmap(_job, [(fold, k) for k in ks], chunksize=1)
-    else:
-        done = [_final_fit(samples, grams) if k is None else _fold_log_odds(samples, grams, fold, k) for k in ks]
-    return fold, done[1:], done[0]
+
+    def one(k: int | None) -> tuple:
+        return _final_fit(samples, grams) if k is None else _fold_log_odds(samples, grams, fold, k)
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        done = [one(k) for k in ks]
+        return fold, done[1:], done[0]
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+
+    def work(mine: list[int | None]) -> None:
+        for k in mine:
+            try:
+                results.put((k, one(k), None))
+            except Exception as exc:  # reported to the trainer, which raises it
+                results.put((k, None, f"{type(exc).__name__}: {exc}"))
+                return
+
+    # Every WORKERS-th fit to each worker: the final fit's (longest) worker gets the
+    # fewest folds (1.0 + 0.8 + 0.8 of a full fit against 3 x 0.8).
+    workers = [context.Process(target=work, args=(ks[i::WORKERS],)) for i in range(WORKERS)]
+    for worker in workers:
+        worker.start()
+    by_k: dict[int | None, tuple] = {}
+    while len(by_k) < len(ks):
+        try:
+            k, result, error = results.get(timeout=5)
+        except queue.Empty:  # a worker killed outright (out of memory) reports nothing
+            if any(worker.exitcode not in (None, 0) for worker in workers):
+                raise RuntimeError("a fitting process died; see above, or run with WORKERS = 1") from None
+            continue
+        if error is not None:
+            for worker in workers:
+                worker.kill()
+            raise RuntimeError(f"fit {'final' if k is None else f'of fold {k}'} failed: {error}")
+        by_k[k] = result
+    for worker in workers:
+        worker.join()
+    return fold, [by_k[k] for k in range(FOLDS)], by_k[None]
 
 
 def thresholds(samples: list[Sample], fold: dict[int, int], by_fold: list[tuple],
